@@ -1,0 +1,3 @@
+from agentloop._cli import main
+
+raise SystemExit(main())

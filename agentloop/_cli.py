@@ -1,0 +1,48 @@
+"""The ``agentloop`` command line: parses, calls the library, prints. Nothing heavy at import."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from agentloop._errors import AgentloopError
+
+EXIT_USAGE = 2
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        # One line, exit 2: argparse's default prints the whole usage block first.
+        self.exit(EXIT_USAGE, f"agentloop: error: {message}\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from agentloop import _cli_sessions
+
+    parser = _Parser(
+        prog="agentloop",
+        description="A coding agent whose long conversations compact at safe points "
+        "and continue under a child session.",
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    _cli_sessions.add_parser(commands)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "sessions":
+            from agentloop import _cli_sessions
+
+            return _cli_sessions.run(args)
+        parser.print_help()
+        return 0
+    except AgentloopError as error:
+        print(f"agentloop: error: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("agentloop: interrupted", file=sys.stderr)
+        return 130

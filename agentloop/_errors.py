@@ -1,0 +1,27 @@
+"""Errors that agentloop raises on purpose; each carries a one-line message for the user."""
+
+from __future__ import annotations
+
+
+class AgentloopError(Exception):
+    """Base class: ``str(error)`` is a complete one-line message fit to show a user."""
+
+
+class ConfigurationError(AgentloopError, ValueError):
+    """An invalid setting: threshold out of range, bad context window, unknown option value."""
+
+
+class MessageValidationError(AgentloopError, ValueError):
+    """A message list breaks the Messages API's conversation rules."""
+
+
+class ModelError(AgentloopError):
+    """The model call failed after the SDK's own retries (network, 5xx, 529, auth...)."""
+
+    def __init__(self, message: str, *, status_code: int | None = None) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+
+
+class PromptTooLongError(ModelError):
+    """The API refused the request because the prompt exceeds the model's context window."""

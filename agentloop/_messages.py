@@ -1,0 +1,218 @@
+"""Message values the core works on, and the Messages API's conversation rules.
+
+A conversation is a list of :class:`Message`. Each one wraps exactly what the Messages API takes
+(``role`` and a list of content blocks as plain dicts) plus what agentloop needs to know about it:
+whether it is pinned (never summarized away), its cached token estimate and, for assistant
+replies, the usage the API reported.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal, TypeAlias
+
+from agentloop._errors import MessageValidationError
+
+Role: TypeAlias = Literal["user", "assistant"]
+ContentBlock: TypeAlias = dict[str, Any]
+MessageParam: TypeAlias = dict[str, Any]
+"""A message exactly as the Messages API takes it: ``{"role": ..., "content": ...}``."""
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """Token usage the API reported for one response."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_creation_input_tokens: int = 0
+    cache_read_input_tokens: int = 0
+
+    @property
+    def context_tokens(self) -> int:
+        """Everything the response occupied in the context window: input (incl. cache) + output."""
+        return (
+            self.input_tokens
+            + self.cache_creation_input_tokens
+            + self.cache_read_input_tokens
+            + self.output_tokens
+        )
+
+    def to_dict(self) -> dict[str, int]:
+        return {
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cache_creation_input_tokens": self.cache_creation_input_tokens,
+            "cache_read_input_tokens": self.cache_read_input_tokens,
+        }
+
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, Any] | None) -> Usage | None:
+        if data is None:
+            return None
+        return cls(
+            input_tokens=int(data.get("input_tokens") or 0),
+            output_tokens=int(data.get("output_tokens") or 0),
+            cache_creation_input_tokens=int(data.get("cache_creation_input_tokens") or 0),
+            cache_read_input_tokens=int(data.get("cache_read_input_tokens") or 0),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """One conversation message: the API payload plus agentloop's bookkeeping."""
+
+    role: Role
+    content: tuple[ContentBlock, ...]
+    pinned: bool = False
+    tokens: int | None = None
+    """Cached local token estimate of this message (None until measured)."""
+    usage: Usage | None = field(default=None, compare=False)
+    """For an assistant reply: the usage the API reported for the response that produced it."""
+
+    @classmethod
+    def user(cls, content: str | Iterable[ContentBlock], *, pinned: bool = False) -> Message:
+        return cls("user", _blocks(content), pinned=pinned)
+
+    @classmethod
+    def assistant(
+        cls, content: str | Iterable[ContentBlock], *, usage: Usage | None = None
+    ) -> Message:
+        return cls("assistant", _blocks(content), usage=usage)
+
+    @classmethod
+    def from_param(cls, param: Mapping[str, Any], *, pinned: bool = False) -> Message:
+        role = param.get("role")
+        if role not in ("user", "assistant"):
+            raise MessageValidationError(f"message role must be 'user' or 'assistant', not {role!r}")
+        return cls(role, _blocks(param.get("content", ())), pinned=pinned)
+
+    def to_param(self) -> MessageParam:
+        """The message as the Messages API takes it (no agentloop bookkeeping)."""
+        return {"role": self.role, "content": [dict(block) for block in self.content]}
+
+    def with_tokens(self, tokens: int) -> Message:
+        return replace(self, tokens=tokens)
+
+    @property
+    def text(self) -> str:
+        """The concatenated text blocks (tool blocks excluded)."""
+        return "\n".join(b.get("text", "") for b in self.content if b.get("type") == "text")
+
+    @property
+    def tool_use_ids(self) -> list[str]:
+        return [str(b["id"]) for b in self.content if b.get("type") == "tool_use"]
+
+    @property
+    def tool_result_ids(self) -> list[str]:
+        return [str(b["tool_use_id"]) for b in self.content if b.get("type") == "tool_result"]
+
+    @property
+    def is_tool_result(self) -> bool:
+        """A user message that answers tool calls (as opposed to a request typed by a person)."""
+        return self.role == "user" and any(b.get("type") == "tool_result" for b in self.content)
+
+
+def _blocks(content: str | Iterable[ContentBlock] | Any) -> tuple[ContentBlock, ...]:
+    if isinstance(content, str):
+        return ({"type": "text", "text": content},)
+    blocks: list[ContentBlock] = []
+    for block in content:
+        if isinstance(block, Mapping):
+            blocks.append(dict(block))
+        elif hasattr(block, "model_dump"):  # an SDK content block object
+            blocks.append(block.model_dump(exclude_none=True))
+        else:
+            raise MessageValidationError(f"content block must be a mapping, not {type(block).__name__}")
+    return tuple(blocks)
+
+
+def to_params(messages: Sequence[Message]) -> list[MessageParam]:
+    """The list to send as ``messages=`` to the Messages API."""
+    return [m.to_param() for m in messages]
+
+
+def as_messages(messages: Sequence[Message | Mapping[str, Any]]) -> list[Message]:
+    """Accept our messages or plain API dicts (a hand-written loop's history)."""
+    return [m if isinstance(m, Message) else Message.from_param(m) for m in messages]
+
+
+def pending_tool_use_ids(messages: Sequence[Message]) -> list[str]:
+    """Ids of tool_use blocks in the last message still waiting for their tool_result."""
+    if messages and messages[-1].role == "assistant":
+        return messages[-1].tool_use_ids
+    return []
+
+
+def is_safe_boundary(messages: Sequence[Message]) -> bool:
+    """True when no tool_use is waiting for its tool_result (compaction may happen here)."""
+    return not pending_tool_use_ids(messages)
+
+
+def latest_user_request_index(messages: Sequence[Message]) -> int | None:
+    """Index of the newest user message typed by a person (not a tool_result carrier)."""
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
+        if message.role == "user" and not message.is_tool_result:
+            return index
+    return None
+
+
+def validate_messages(messages: Sequence[Message], *, allow_pending_tool_use: bool = True) -> None:
+    """Raise :class:`MessageValidationError` unless ``messages`` obey the Messages API's rules.
+
+    Rules: non-empty; the first message is from the user; roles alternate; no message has empty
+    content or an empty text block; every tool_use is answered by a tool_result in the very next
+    message, and every tool_result answers a tool_use of the message right before it; tool_use ids
+    are unique. ``allow_pending_tool_use`` permits the last (assistant) message to have tool_use
+    blocks still unanswered, which is the state right before tools run.
+    """
+    if not messages:
+        raise MessageValidationError("conversation is empty")
+    if messages[0].role != "user":
+        raise MessageValidationError("the first message must come from the user")
+    seen_tool_use_ids: set[str] = set()
+    for index, message in enumerate(messages):
+        where = f"message {index} ({message.role})"
+        if message.role not in ("user", "assistant"):
+            raise MessageValidationError(f"{where}: role must be 'user' or 'assistant'")
+        if index and message.role == messages[index - 1].role:
+            raise MessageValidationError(f"{where}: roles must alternate")
+        if not message.content:
+            raise MessageValidationError(f"{where}: content is empty")
+        for block in message.content:
+            kind = block.get("type")
+            if kind == "text" and not str(block.get("text", "")).strip():
+                raise MessageValidationError(f"{where}: text block is empty")
+            if kind == "tool_use":
+                tool_id = str(block.get("id", ""))
+                if not tool_id:
+                    raise MessageValidationError(f"{where}: tool_use without an id")
+                if tool_id in seen_tool_use_ids:
+                    raise MessageValidationError(f"{where}: duplicate tool_use id {tool_id}")
+                seen_tool_use_ids.add(tool_id)
+            if kind == "tool_result" and message.role != "user":
+                raise MessageValidationError(f"{where}: tool_result outside a user message")
+            if kind == "tool_use" and message.role != "assistant":
+                raise MessageValidationError(f"{where}: tool_use outside an assistant message")
+        asked = set(messages[index - 1].tool_use_ids) if index else set()
+        answered = message.tool_result_ids
+        orphans = [tid for tid in answered if tid not in asked]
+        if orphans:
+            raise MessageValidationError(f"{where}: tool_result {orphans[0]} answers no tool_use")
+        if len(set(answered)) != len(answered):
+            raise MessageValidationError(f"{where}: a tool_use is answered twice")
+        if message.role == "assistant":
+            unanswered = set(message.tool_use_ids)
+            if not unanswered:
+                continue
+            if index + 1 == len(messages):
+                if allow_pending_tool_use:
+                    continue
+                raise MessageValidationError(f"{where}: tool_use awaits its tool_result")
+            missing = unanswered - set(messages[index + 1].tool_result_ids)
+            if missing:
+                raise MessageValidationError(
+                    f"{where}: tool_use {sorted(missing)[0]} is not answered in the next message"
+                )

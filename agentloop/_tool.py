@@ -1,0 +1,46 @@
+"""What a tool is to the agent loop: a name, a JSON schema, and a function from input to result."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResult:
+    """What a tool returns; ``is_error`` results are sent back with ``is_error: true``."""
+
+    content: str
+    is_error: bool = False
+
+
+@runtime_checkable
+class Tool(Protocol):
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+
+    def run(self, tool_input: Mapping[str, Any]) -> ToolResult: ...
+
+
+@dataclass(frozen=True, slots=True)
+class FunctionTool:
+    """A tool backed by a plain function; exceptions become error results for the model."""
+
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+    function: Callable[[Mapping[str, Any]], str | ToolResult]
+
+    def run(self, tool_input: Mapping[str, Any]) -> ToolResult:
+        try:
+            result = self.function(tool_input)
+        except Exception as error:  # a tool's failure is information for the model, not a crash
+            return ToolResult(f"{type(error).__name__}: {error}", is_error=True)
+        return result if isinstance(result, ToolResult) else ToolResult(str(result))
+
+
+def tool_definition(tool: Tool) -> dict[str, Any]:
+    """The tool as the Messages API's ``tools=`` entry."""
+    return {"name": tool.name, "description": tool.description, "input_schema": tool.input_schema}

@@ -1,0 +1,24 @@
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from hypothesis import settings
+
+# CI runs the property tests at full strength; locally a lighter profile keeps the loop quick.
+settings.register_profile("ci", max_examples=2000, deadline=None)
+settings.register_profile("dev", max_examples=200, deadline=None)
+settings.load_profile("ci" if os.environ.get("CI") else "dev")
+
+
+@pytest.fixture(autouse=True)
+def _isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """No test ever touches the user's real data directory or a real API key."""
+    home = tmp_path_factory.mktemp("agentloop-home")
+    monkeypatch.setenv("AGENTLOOP_HOME", str(home))
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    monkeypatch.delenv("ANTHROPIC_AUTH_TOKEN", raising=False)
+    monkeypatch.delenv("ANTHROPIC_BASE_URL", raising=False)
+    yield home
