@@ -60,6 +60,20 @@ class Usage:
 
 
 @dataclass(frozen=True, slots=True)
+class SummaryInfo:
+    """What a compaction prefix message stands for (set on the first message after compaction)."""
+
+    text: str
+    """The summary (or, for sliding window / pruning, the note) that replaced earlier messages."""
+    pinned: tuple[Message, ...] = ()
+    """Pinned messages carried verbatim, oldest first."""
+    request: Message | None = None
+    """The latest user request, carried verbatim when it fell inside the compacted part."""
+    replaced_count: int = 0
+    """How many original messages this prefix stands for, across all compactions."""
+
+
+@dataclass(frozen=True, slots=True)
 class Message:
     """One conversation message: the API payload plus agentloop's bookkeeping."""
 
@@ -70,6 +84,8 @@ class Message:
     """Cached local token estimate of this message (None until measured)."""
     usage: Usage | None = field(default=None, compare=False)
     """For an assistant reply: the usage the API reported for the response that produced it."""
+    summary: SummaryInfo | None = field(default=None, compare=False)
+    """Set on the compaction prefix: the user message that carries summary, state and pins."""
 
     @classmethod
     def user(cls, content: str | Iterable[ContentBlock], *, pinned: bool = False) -> Message:
@@ -96,6 +112,10 @@ class Message:
         return replace(self, tokens=tokens)
 
     @property
+    def is_summary(self) -> bool:
+        return self.summary is not None
+
+    @property
     def text(self) -> str:
         """The concatenated text blocks (tool blocks excluded)."""
         return "\n".join(b.get("text", "") for b in self.content if b.get("type") == "text")
@@ -112,6 +132,11 @@ class Message:
     def is_tool_result(self) -> bool:
         """A user message that answers tool calls (as opposed to a request typed by a person)."""
         return self.role == "user" and any(b.get("type") == "tool_result" for b in self.content)
+
+    @property
+    def is_request(self) -> bool:
+        """A message a person typed: a user message that is neither tool results nor a summary."""
+        return self.role == "user" and not self.is_tool_result and self.summary is None
 
 
 def _blocks(content: str | Iterable[ContentBlock] | Any) -> tuple[ContentBlock, ...]:
@@ -150,12 +175,14 @@ def is_safe_boundary(messages: Sequence[Message]) -> bool:
     return not pending_tool_use_ids(messages)
 
 
-def latest_user_request_index(messages: Sequence[Message]) -> int | None:
-    """Index of the newest user message typed by a person (not a tool_result carrier)."""
+def latest_user_request(messages: Sequence[Message]) -> Message | None:
+    """The newest message a person typed, looking inside a compaction prefix if need be."""
     for index in range(len(messages) - 1, -1, -1):
         message = messages[index]
-        if message.role == "user" and not message.is_tool_result:
-            return index
+        if message.is_request:
+            return message
+        if message.summary is not None:
+            return message.summary.request
     return None
 
 
@@ -196,6 +223,11 @@ def validate_messages(messages: Sequence[Message], *, allow_pending_tool_use: bo
                 raise MessageValidationError(f"{where}: tool_result outside a user message")
             if kind == "tool_use" and message.role != "assistant":
                 raise MessageValidationError(f"{where}: tool_use outside an assistant message")
+        kinds = [block.get("type") for block in message.content]
+        if "tool_result" in kinds and kinds.index("tool_result") > 0 and any(
+            kind != "tool_result" for kind in kinds[: kinds.index("tool_result")]
+        ):
+            raise MessageValidationError(f"{where}: tool_result blocks must come first")
         asked = set(messages[index - 1].tool_use_ids) if index else set()
         answered = message.tool_result_ids
         orphans = [tid for tid in answered if tid not in asked]

@@ -1,0 +1,202 @@
+"""Measuring how full the context window is, and deciding whether to compact (pure functions).
+
+Ground truth is the usage the API reported for the newest response; what was appended since is
+estimated locally and scaled by a calibration ratio (tiktoken is not Claude's tokenizer).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, Literal, Protocol
+
+from pydantic import BaseModel, ConfigDict
+
+from agentloop._errors import ConfigurationError
+from agentloop._messages import Message, Usage
+
+DEFAULT_THRESHOLD = 0.85
+
+UsageSource = Literal["api", "estimate", "api+estimate"]
+
+
+class TokenCounter(Protocol):
+    """The local tokenizer seam (the tiktoken adapter implements it)."""
+
+    def count_message(self, message: Message) -> int: ...
+
+    def count_system(self, system: str) -> int: ...
+
+    def count_tools(self, tools: Sequence[dict[str, Any]]) -> int: ...
+
+
+class Calibrator(Protocol):
+    """Scales a local estimate to the model's tokenizer."""
+
+    @property
+    def ratio(self) -> float: ...
+
+    def apply(self, local_tokens: int) -> int: ...
+
+
+class ContextUsage(BaseModel):
+    """How full the context window is, and where the number came from."""
+
+    model_config = ConfigDict(frozen=True)
+
+    tokens: int
+    window: int
+    source: UsageSource
+    reported_tokens: int = 0
+    """The part the API reported (0 when nothing was reported yet)."""
+    estimated_tokens: int = 0
+    """The part estimated locally (calibrated), for messages the API has not seen yet."""
+
+    @property
+    def fraction(self) -> float:
+        return self.tokens / self.window if self.window else 1.0
+
+
+class CompactionDecision(BaseModel):
+    """Whether to compact now, and why (shown by ``/context`` and carried in events)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    compact: bool
+    reason: str
+    usage: ContextUsage
+    trigger_tokens: int
+    threshold: float
+
+
+def validate_threshold(value: float) -> float:
+    """A threshold is a fraction of the window with 0 < t <= 1."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise ConfigurationError(
+            f"compaction threshold must be a number between 0 and 1, not {value!r}"
+        ) from None
+    if not 0.0 < number <= 1.0 or number != number:
+        raise ConfigurationError(
+            f"compaction threshold must be greater than 0 and at most 1 (got {value!r})"
+        )
+    return number
+
+
+def validate_window(value: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ConfigurationError(f"context window must be a positive number of tokens, not {value!r}")
+    return value
+
+
+def ensure_estimates(
+    messages: Sequence[Message], counter: TokenCounter, *, start: int = 0
+) -> list[Message]:
+    """Fill the cached token estimate of every message from ``start`` on that has none."""
+    out = list(messages)
+    for index in range(start, len(out)):
+        message = out[index]
+        if message.tokens is None:
+            out[index] = message.with_tokens(counter.count_message(message))
+    return out
+
+
+def last_reported_index(messages: Sequence[Message]) -> int | None:
+    """Index of the newest assistant message that carries API usage (scans from the end)."""
+    for index in range(len(messages) - 1, -1, -1):
+        if messages[index].usage is not None:
+            return index
+    return None
+
+
+def measure(
+    messages: Sequence[Message],
+    *,
+    window: int,
+    count: Callable[[Message], int],
+    fixed_tokens: Callable[[], int],
+    calibrate: Callable[[int], int],
+) -> ContextUsage:
+    """Context usage: the newest reported usage plus calibrated estimates of what came after.
+
+    Work is proportional to the messages appended since the last reported usage; only when no
+    usage was ever reported (a fresh or resumed session) does it cover the whole history, and
+    then ``fixed_tokens`` (system prompt and tool definitions) is added too.
+    """
+    reported_at = last_reported_index(messages)
+    if reported_at is None:
+        local = fixed_tokens() + sum(count(m) for m in messages)
+        estimated = calibrate(local)
+        return ContextUsage(
+            tokens=estimated, window=window, source="estimate", estimated_tokens=estimated
+        )
+    usage = messages[reported_at].usage
+    assert usage is not None
+    reported = usage.context_tokens
+    tail = messages[reported_at + 1 :]
+    if not tail:
+        return ContextUsage(tokens=reported, window=window, source="api", reported_tokens=reported)
+    estimated = calibrate(sum(count(m) for m in tail))
+    return ContextUsage(
+        tokens=reported + estimated,
+        window=window,
+        source="api+estimate",
+        reported_tokens=reported,
+        estimated_tokens=estimated,
+    )
+
+
+def trigger_tokens(window: int, threshold: float, max_output_tokens: int) -> tuple[int, str]:
+    """Where compaction triggers: the threshold, or earlier if the reply would not fit."""
+    at_threshold = int(window * threshold)
+    room_for_reply = window - max_output_tokens
+    if 0 < room_for_reply < at_threshold:
+        return room_for_reply, (
+            f"triggering at {room_for_reply:,} tokens instead of {at_threshold:,} "
+            f"({threshold:.0%}) so a reply of up to {max_output_tokens:,} tokens still fits"
+        )
+    return at_threshold, f"threshold {threshold:.0%} of {window:,} tokens"
+
+
+def decide(
+    usage: ContextUsage,
+    *,
+    threshold: float,
+    max_output_tokens: int,
+    message_count: int,
+    safe_boundary: bool,
+    enabled: bool = True,
+    force: bool = False,
+    breaker_until: int | None = None,
+) -> CompactionDecision:
+    """The pure decision. ``breaker_until`` holds back automatic compaction after one that saved
+    too little, until the context has grown past that many tokens."""
+    trigger, why = trigger_tokens(usage.window, threshold, max_output_tokens)
+
+    def result(compact: bool, reason: str) -> CompactionDecision:
+        return CompactionDecision(
+            compact=compact, reason=reason, usage=usage, trigger_tokens=trigger, threshold=threshold
+        )
+
+    if not enabled:
+        return result(False, "compaction is disabled")
+    if not safe_boundary:
+        return result(False, "a tool_use is waiting for its tool_result: not a safe boundary")
+    if message_count < 3:
+        return result(False, f"only {message_count} message(s): nothing worth compacting")
+    if force:
+        return result(True, "compaction requested")
+    if usage.tokens < trigger:
+        return result(False, f"{usage.tokens:,} tokens is below the trigger ({why})")
+    if breaker_until is not None and usage.tokens < breaker_until:
+        return result(
+            False,
+            f"circuit breaker: the last compaction saved too little; waiting until the context "
+            f"passes {breaker_until:,} tokens (now {usage.tokens:,})",
+        )
+    return result(True, f"{usage.tokens:,} tokens reached the trigger ({why})")
+
+
+def reported_usage_of(messages: Sequence[Message]) -> Usage | None:
+    index = last_reported_index(messages)
+    return None if index is None else messages[index].usage

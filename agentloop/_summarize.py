@@ -1,0 +1,248 @@
+"""Building the structured summary: what the summarizer sees, how it is chunked, and the
+deterministic digest used when no model can be had. Pure functions plus one generator that
+yields model requests (so one code path serves the sync and the async compacter)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Generator, Sequence
+from typing import Any
+
+from agentloop._messages import Message
+from agentloop._model import ModelRequest, ModelResponse
+from agentloop._strategies import tool_result_text
+
+SECTIONS = (
+    "Goal",
+    "Constraints and decisions",
+    "Progress",
+    "Files read and modified",
+    "Open todos",
+    "Errors and their state",
+    "Next steps",
+)
+
+SUMMARIZER_SYSTEM = (
+    "You compact the history of a coding agent's conversation so that the agent can continue "
+    "the work without the original messages. You write a precise, dense summary in markdown "
+    "with exactly these sections: "
+    + ", ".join(f"'## {name}'" for name in SECTIONS)
+    + ". Keep every concrete fact the agent will need: the user's requests and constraints in "
+    "their own words, decisions and their reasons, exact file paths, commands, identifiers, "
+    "numbers, error messages and whether they were fixed. Never invent anything. Write 'none' "
+    "under a section with nothing to say."
+)
+
+TextCount = Callable[[str], int]
+SummarySteps = Generator[ModelRequest, ModelResponse, str]
+
+
+def shorten(text: str, limit: int) -> str:
+    """Keep the head and tail of a long text and say how much was left out."""
+    if len(text) <= limit:
+        return text
+    head = int(limit * 0.7)
+    tail = limit - head
+    omitted = len(text) - head - tail
+    return f"{text[:head]}\n[... {omitted:,} characters omitted ...]\n{text[-tail:]}"
+
+
+def render_message(message: Message, *, tool_output_chars: int) -> str:
+    """One message as transcript text for the summarizer; long tool outputs are shortened."""
+    lines: list[str] = []
+    speaker = "User" if message.role == "user" else "Assistant"
+    if message.pinned:
+        speaker += " (pinned)"
+    for block in message.content:
+        kind = block.get("type")
+        if kind == "text":
+            lines.append(f"{speaker}: {block.get('text', '')}")
+        elif kind == "tool_use":
+            args = json.dumps(block.get("input", {}), ensure_ascii=False, sort_keys=True)
+            lines.append(f"{speaker} called tool {block.get('name')} [{block.get('id')}]: {args}")
+        elif kind == "tool_result":
+            status = "error" if block.get("is_error") else "result"
+            body = shorten(tool_result_text(block), tool_output_chars)
+            lines.append(f"Tool {status} [{block.get('tool_use_id')}]:\n{body}")
+        elif kind == "thinking":
+            lines.append(f"{speaker} (thinking): {shorten(str(block.get('thinking', '')), tool_output_chars)}")
+        else:
+            lines.append(f"{speaker}: [{kind} block]")
+    return "\n".join(lines)
+
+
+def transcript_parts(messages: Sequence[Message], *, tool_output_chars: int) -> list[str]:
+    """The head as transcript parts; a previous compaction prefix contributes its carried items
+    (its summary text is passed separately as the summary to update)."""
+    parts: list[str] = []
+    for message in messages:
+        if message.summary is not None:
+            continue
+        parts.append(render_message(message, tool_output_chars=tool_output_chars))
+    return parts
+
+
+def split_text(text: str, budget: int, count: TextCount) -> list[str]:
+    """Split one over-long part by lines (then by characters) into pieces within ``budget``."""
+    pieces: list[str] = []
+    current: list[str] = []
+    current_tokens = 0
+    for line in text.splitlines(keepends=True):
+        tokens = count(line)
+        if tokens > budget:
+            step = max(1, len(line) * budget // (tokens + 1))
+            if current:
+                pieces.append("".join(current))
+                current, current_tokens = [], 0
+            pieces.extend(line[i : i + step] for i in range(0, len(line), step))
+            continue
+        if current and current_tokens + tokens > budget:
+            pieces.append("".join(current))
+            current, current_tokens = [], 0
+        current.append(line)
+        current_tokens += tokens
+    if current:
+        pieces.append("".join(current))
+    return pieces
+
+
+def chunk_parts(parts: Sequence[str], *, budget: int, count: TextCount) -> list[str]:
+    """Group transcript parts into chunks of at most ``budget`` tokens; nothing is dropped."""
+    chunks: list[str] = []
+    current: list[str] = []
+    current_tokens = 0
+    for part in parts:
+        tokens = count(part) + 2
+        if tokens > budget:
+            if current:
+                chunks.append("\n\n".join(current))
+                current, current_tokens = [], 0
+            chunks.extend(split_text(part, budget, count))
+            continue
+        if current and current_tokens + tokens > budget:
+            chunks.append("\n\n".join(current))
+            current, current_tokens = [], 0
+        current.append(part)
+        current_tokens += tokens
+    if current:
+        chunks.append("\n\n".join(current))
+    return chunks
+
+
+def summary_prompt(
+    chunk: str, *, previous: str | None, part: int, parts: int, instructions: str
+) -> str:
+    sections: list[str] = []
+    if previous:
+        sections.append(
+            "The summary so far (update it: keep what still holds, fold in what is new, "
+            f"correct what changed):\n<summary-so-far>\n{previous.strip()}\n</summary-so-far>"
+        )
+    where = f" (part {part} of {parts})" if parts > 1 else ""
+    sections.append(
+        f"The conversation to fold into the summary{where}:\n<conversation>\n{chunk}\n</conversation>"
+    )
+    if instructions.strip():
+        sections.append(f"Instructions for this summary:\n{instructions.strip()}")
+    sections.append(
+        "Write the complete updated summary now, with the sections "
+        + ", ".join(f"'## {name}'" for name in SECTIONS)
+        + ". Output only the summary."
+    )
+    return "\n\n".join(sections)
+
+
+def summarize_steps(
+    head: Sequence[Message],
+    *,
+    previous: str | None,
+    model_name: str,
+    budget_tokens: int,
+    max_tokens: int,
+    count: TextCount,
+    instructions: str = "",
+    tool_output_chars: int = 2000,
+) -> SummarySteps:
+    """Yield one summarizer request per chunk, folding each answer into the next request.
+
+    The summarizer sees every message of the head. A head larger than ``budget_tokens`` is cut
+    into chunks and summarized as a running update; a previous summary is updated, not redone.
+    """
+    parts = transcript_parts(head, tool_output_chars=tool_output_chars)
+    # Each request holds the running summary (never longer than one answer, max_tokens, or
+    # the previous summary), the instructions, one chunk, and room for the answer.
+    summary_room = max(max_tokens, count(previous) if previous else 0)
+    overhead = count(SUMMARIZER_SYSTEM) + count(instructions) + 400
+    room = max(256, budget_tokens - overhead - max_tokens - summary_room)
+    chunks = chunk_parts(parts, budget=room, count=count) or ["(no messages)"]
+    summary = previous
+    for number, chunk in enumerate(chunks, start=1):
+        prompt = summary_prompt(
+            chunk, previous=summary, part=number, parts=len(chunks), instructions=instructions
+        )
+        response = yield ModelRequest(
+            model=model_name,
+            messages=(Message.user(prompt),),
+            system=SUMMARIZER_SYSTEM,
+            max_tokens=max_tokens,
+            metadata={"purpose": "summary", "part": number, "parts": len(chunks)},
+        )
+        text = response.text.strip()
+        if not text:
+            raise ValueError("the summarizer returned an empty summary")
+        summary = text
+    assert summary is not None
+    return summary
+
+
+def digest(head: Sequence[Message], *, reason: str, previous: str | None = None) -> str:
+    """A structured summary built without a model: requests, files, tools, errors, last words."""
+    requests: list[str] = []
+    files_read: list[str] = []
+    files_changed: list[str] = []
+    tools: dict[str, int] = {}
+    errors: list[str] = []
+    last_text = ""
+    for message in head:
+        if message.summary is not None:
+            continue
+        if message.is_request and message.text.strip():
+            requests.append(shorten(message.text.strip(), 600))
+        if message.role == "assistant" and message.text.strip():
+            last_text = message.text.strip()
+        for block in message.content:
+            if block.get("type") == "tool_use":
+                name = str(block.get("name", "?"))
+                tools[name] = tools.get(name, 0) + 1
+                path = _path_of(block.get("input"))
+                if path:
+                    changed = any(word in name for word in ("write", "edit", "create", "delete"))
+                    target = files_changed if changed else files_read
+                    if path not in target:
+                        target.append(path)
+            elif block.get("type") == "tool_result" and block.get("is_error"):
+                first = tool_result_text(block).strip().splitlines()
+                errors.append(shorten(first[0] if first else "(no message)", 300))
+    lines = [f"(Built without a model: {reason}.)", ""]
+    if previous:
+        lines += ["## Earlier summary", previous.strip(), ""]
+    lines += ["## Goal"] + ([f"- {r}" for r in requests] or ["none"]) + [""]
+    lines += ["## Files read and modified"]
+    lines += [f"- modified: {p}" for p in files_changed] + [f"- read: {p}" for p in files_read]
+    if not files_changed and not files_read:
+        lines.append("none")
+    lines += ["", "## Tools used"]
+    lines += [f"- {name} x{n}" for name, n in sorted(tools.items())] or ["none"]
+    lines += ["", "## Errors and their state"] + ([f"- {e}" for e in errors[-10:]] or ["none"])
+    lines += ["", "## Open todos", "see the preserved state", "", "## Next steps"]
+    lines.append(shorten(last_text, 1500) if last_text else "none")
+    return "\n".join(lines)
+
+
+def _path_of(tool_input: Any) -> str | None:
+    if isinstance(tool_input, dict):
+        for key in ("path", "file_path", "filename", "file"):
+            value = tool_input.get(key)
+            if isinstance(value, str) and value:
+                return value
+    return None

@@ -1,0 +1,153 @@
+"""Test doubles for the model seam, shipped so users can test their own loops offline.
+
+* :class:`ScriptedModel` answers from a list of scripted replies (text, tool calls, errors).
+* :class:`FunctionModel` answers with a function of the request.
+
+Both record every request they receive and report plausible usage (a local token count of the
+request), so context measurement and compaction behave as they would against the API.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentloop._messages import ContentBlock, Message, Usage
+from agentloop._model import ModelRequest, ModelResponse, TextCallback
+
+__all__ = ["FunctionModel", "Reply", "ScriptedModel", "text_reply", "tool_call", "tool_reply"]
+
+_ids = itertools.count(1)
+
+
+def tool_call(name: str, tool_input: Mapping[str, Any], *, call_id: str | None = None) -> ContentBlock:
+    """A tool_use content block (ids are unique per process unless given)."""
+    return {
+        "type": "tool_use",
+        "id": call_id or f"toolu_{next(_ids):06d}",
+        "name": name,
+        "input": dict(tool_input),
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """One scripted answer: content blocks, or an exception to raise instead."""
+
+    content: tuple[ContentBlock, ...] = ()
+    error: Exception | None = None
+    stop_reason: str | None = None
+
+
+def text_reply(text: str) -> Reply:
+    return Reply(({"type": "text", "text": text},))
+
+
+def tool_reply(*calls: ContentBlock, text: str = "") -> Reply:
+    blocks: list[ContentBlock] = [{"type": "text", "text": text}] if text else []
+    return Reply((*blocks, *calls))
+
+
+class _RecordingModel:
+    """Shared behaviour: counting usage, streaming text, keeping the requests."""
+
+    def __init__(self, *, input_token_factor: float = 1.0) -> None:
+        self.requests: list[ModelRequest] = []
+        self.input_token_factor = input_token_factor
+        self._estimator: Any = None
+
+    def _count(self, request: ModelRequest) -> int:
+        if self._estimator is None:
+            from agentloop._tokens import TokenEstimator
+
+            self._estimator = TokenEstimator()
+        local = self._estimator.count_system(request.system) + self._estimator.count_tools(
+            list(request.tools)
+        )
+        local += sum(self._estimator.count_message(m) for m in request.messages)
+        return int(local * self.input_token_factor)
+
+    def _respond(self, request: ModelRequest, reply: Reply, on_text: TextCallback | None) -> ModelResponse:
+        self.requests.append(request)
+        if reply.error is not None:
+            raise reply.error
+        content = reply.content or ({"type": "text", "text": "(no reply scripted)"},)
+        if on_text is not None:
+            for block in content:
+                if block.get("type") == "text":
+                    on_text(str(block["text"]))
+        output = sum(self._estimator_count_block(b) for b in content) if content else 0
+        stop = reply.stop_reason or (
+            "tool_use" if any(b.get("type") == "tool_use" for b in content) else "end_turn"
+        )
+        usage = Usage(input_tokens=self._count(request), output_tokens=output)
+        return ModelResponse(content=tuple(content), usage=usage, stop_reason=stop, model=request.model)
+
+    def _estimator_count_block(self, block: ContentBlock) -> int:
+        message = Message("assistant", (block,))
+        if self._estimator is None:
+            from agentloop._tokens import TokenEstimator
+
+            self._estimator = TokenEstimator()
+        return int(self._estimator.count_message(message))
+
+
+class ScriptedModel(_RecordingModel):
+    """Answers with the scripted replies in order; past the end, ``default`` (or an error)."""
+
+    def __init__(
+        self,
+        replies: Iterable[Reply | str] = (),
+        *,
+        default: Reply | None = None,
+        input_token_factor: float = 1.0,
+    ) -> None:
+        super().__init__(input_token_factor=input_token_factor)
+        self.replies: list[Reply] = [text_reply(r) if isinstance(r, str) else r for r in replies]
+        self.default = default
+
+    def add(self, *replies: Reply | str) -> None:
+        self.replies.extend(text_reply(r) if isinstance(r, str) else r for r in replies)
+
+    def complete(self, request: ModelRequest, on_text: TextCallback | None = None) -> ModelResponse:
+        if self.replies:
+            reply = self.replies.pop(0)
+        elif self.default is not None:
+            reply = self.default
+        else:
+            raise AssertionError("ScriptedModel ran out of scripted replies")
+        return self._respond(request, reply, on_text)
+
+    async def acomplete(self, request: ModelRequest, on_text: TextCallback | None = None) -> ModelResponse:
+        return self.complete(request, on_text)
+
+
+@dataclass
+class FunctionModel(_RecordingModel):
+    """Answers with ``function(request)``: a :class:`Reply`, a string, or content blocks."""
+
+    function: Callable[[ModelRequest], Reply | str | Sequence[ContentBlock]]
+    input_token_factor: float = 1.0
+    requests: list[ModelRequest] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self._estimator = None
+
+    def complete(self, request: ModelRequest, on_text: TextCallback | None = None) -> ModelResponse:
+        try:
+            answer = self.function(request)
+        except Exception:
+            self.requests.append(request)
+            raise
+        if isinstance(answer, str):
+            reply = text_reply(answer)
+        elif isinstance(answer, Reply):
+            reply = answer
+        else:
+            reply = Reply(tuple(answer))
+        return self._respond(request, reply, on_text)
+
+    async def acomplete(self, request: ModelRequest, on_text: TextCallback | None = None) -> ModelResponse:
+        return self.complete(request, on_text)
