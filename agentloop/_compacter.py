@@ -60,6 +60,7 @@ class CompactionSettings:
     """How and when to compact. Invalid values raise :class:`ConfigurationError` at once."""
 
     enabled: bool = True
+    """Automatic compaction. When False, only an explicit ``force=True`` (``/compact``) runs."""
     threshold: float = DEFAULT_THRESHOLD
     """Fraction of the context window at which compaction triggers (0 < t <= 1)."""
     thresholds: Mapping[str, float] = field(default_factory=dict)
@@ -197,6 +198,9 @@ class ConversationCompacter:
         self._estimates: dict[int, tuple[Message, int]] = {}
         self._converted: dict[int, tuple[object, Message]] = {}
         self._breaker_until: int | None = None
+        self.last_decision: CompactionDecision | None = None
+        self.last_outcome: str = ""
+        """What the last compaction attempt did, in words (for ``/compact`` feedback)."""
 
     # -- measuring ---------------------------------------------------------------------------
 
@@ -271,14 +275,14 @@ class ConversationCompacter:
     ) -> CompactionDecision:
         msgs = self.messages_of(messages)
         usage = self.measure(msgs, system=system, tools=tools)
-        enabled = self.settings.enabled and self.settings.strategy != "none"
         return decide(
             usage,
             threshold=self.threshold,
             max_output_tokens=self.max_output_tokens,
             message_count=len(msgs),
             safe_boundary=is_safe_boundary(msgs),
-            enabled=enabled,
+            enabled=self.settings.enabled,
+            strategy_none=self.settings.strategy == "none",
             force=force,
             breaker_until=self._breaker_until,
         )
@@ -295,7 +299,7 @@ class ConversationCompacter:
         force: bool = False,
     ) -> CompactionResult | None:
         """Compact if the decision says so (or ``force``); None when nothing was done."""
-        steps = self._steps(messages, system, tools, instructions, force)
+        steps = self.compaction_steps(messages, system, tools, instructions, force)
         return None if steps is None else drive(steps, self.model or _NoModel())  # type: ignore[arg-type]
 
     async def acompact(
@@ -307,7 +311,7 @@ class ConversationCompacter:
         instructions: str | None = None,
         force: bool = False,
     ) -> CompactionResult | None:
-        steps = self._steps(messages, system, tools, instructions, force)
+        steps = self.compaction_steps(messages, system, tools, instructions, force)
         return None if steps is None else await adrive(steps, self.model or _NoModel())
 
     def compact_and_transition(
@@ -324,7 +328,7 @@ class ConversationCompacter:
         result = self.compact(
             messages, system=system, tools=tools, instructions=instructions, force=force
         )
-        return None if result is None else self._transition(session_id, result)
+        return None if result is None else self.transition_for(session_id, result)
 
     async def acompact_and_transition(
         self,
@@ -339,9 +343,10 @@ class ConversationCompacter:
         result = await self.acompact(
             messages, system=system, tools=tools, instructions=instructions, force=force
         )
-        return None if result is None else self._transition(session_id, result)
+        return None if result is None else self.transition_for(session_id, result)
 
-    def _transition(self, session_id: str, result: CompactionResult) -> CompactionTransition:
+    def transition_for(self, session_id: str, result: CompactionResult) -> CompactionTransition:
+        """Give a compaction result a child session id."""
         if self._new_session_id is None:
             from sessions import new_session_id
 
@@ -353,7 +358,7 @@ class ConversationCompacter:
             summary=result.summary,
         )
 
-    def _steps(
+    def compaction_steps(
         self,
         messages: Sequence[Message | Mapping[str, Any]],
         system: str,
@@ -361,6 +366,8 @@ class ConversationCompacter:
         instructions: str | None,
         force: bool,
     ) -> CompactionSteps | None:
+        """For loop authors: the compaction as a generator of summarizer requests (drive it with
+        your own sync or async model calls), or None when the decision is not to compact."""
         msgs = self.messages_of(messages)
         decision = self.should_compact(msgs, system=system, tools=tools, force=force)
         self.last_decision = decision

@@ -166,10 +166,12 @@ def decide(
     message_count: int,
     safe_boundary: bool,
     enabled: bool = True,
+    strategy_none: bool = False,
     force: bool = False,
     breaker_until: int | None = None,
 ) -> CompactionDecision:
-    """The pure decision. ``breaker_until`` holds back automatic compaction after one that saved
+    """The pure decision. ``enabled`` governs automatic compaction; ``force`` (a user's explicit
+    request) compacts even when it is off. ``breaker_until`` holds back automatic compaction after one that saved
     too little, until the context has grown past that many tokens."""
     trigger, why = trigger_tokens(usage.window, threshold, max_output_tokens)
 
@@ -178,8 +180,10 @@ def decide(
             compact=compact, reason=reason, usage=usage, trigger_tokens=trigger, threshold=threshold
         )
 
-    if not enabled:
-        return result(False, "compaction is disabled")
+    if strategy_none:
+        return result(False, "the compaction strategy is 'none'")
+    if not enabled and not force:
+        return result(False, "automatic compaction is disabled (run /compact to compact now)")
     if not safe_boundary:
         return result(False, "a tool_use is waiting for its tool_result: not a safe boundary")
     if message_count < 3:

@@ -17,7 +17,15 @@ from typing import Any
 from agentloop._messages import ContentBlock, Message, Usage
 from agentloop._model import ModelRequest, ModelResponse, TextCallback
 
-__all__ = ["FunctionModel", "Reply", "ScriptedModel", "text_reply", "tool_call", "tool_reply"]
+__all__ = [
+    "FunctionModel",
+    "Reply",
+    "ScriptedModel",
+    "scripted_summary",
+    "text_reply",
+    "tool_call",
+    "tool_reply",
+]
 
 _ids = itertools.count(1)
 
@@ -94,8 +102,33 @@ class _RecordingModel:
         return int(self._estimator.count_message(message))
 
 
+def scripted_summary(request: ModelRequest) -> str:
+    """A deterministic stand-in for a model summary: the requests, tool calls and errors seen."""
+    text = request.messages[-1].text if request.messages else ""
+    previous = ""
+    if "<summary-so-far>" in text:
+        previous = text.split("<summary-so-far>", 1)[1].split("</summary-so-far>", 1)[0].strip()
+    conversation = text.split("<conversation>", 1)[-1].split("</conversation>", 1)[0]
+    asks, calls, errors = [], [], []
+    for line in conversation.splitlines():
+        if line.startswith("User: "):
+            asks.append(line[6:].strip()[:200])
+        elif " called tool " in line:
+            calls.append(line.split(" called tool ", 1)[1][:120])
+        elif line.startswith("Tool error"):
+            errors.append(line[:160])
+    sections = ["## Goal", *(f"- {a}" for a in asks[-5:])] if asks else ["## Goal", "none"]
+    if previous:
+        sections += ["## Earlier progress", previous[:1500]]
+    sections += ["## Progress", *(f"- called {c}" for c in calls[-8:])] if calls else []
+    sections += ["## Errors and their state", *([f"- {e}" for e in errors[-5:]] or ["none"])]
+    sections += ["## Next steps", "continue with the latest request"]
+    return "\n".join(sections)
+
+
 class ScriptedModel(_RecordingModel):
-    """Answers with the scripted replies in order; past the end, ``default`` (or an error)."""
+    """Answers conversation requests with the scripted replies in order (past the end,
+    ``default``, else an error) and summary requests with ``summarizer``."""
 
     def __init__(
         self,
@@ -103,15 +136,19 @@ class ScriptedModel(_RecordingModel):
         *,
         default: Reply | None = None,
         input_token_factor: float = 1.0,
+        summarizer: Callable[[ModelRequest], str] = scripted_summary,
     ) -> None:
         super().__init__(input_token_factor=input_token_factor)
         self.replies: list[Reply] = [text_reply(r) if isinstance(r, str) else r for r in replies]
         self.default = default
+        self.summarizer = summarizer
 
     def add(self, *replies: Reply | str) -> None:
         self.replies.extend(text_reply(r) if isinstance(r, str) else r for r in replies)
 
     def complete(self, request: ModelRequest, on_text: TextCallback | None = None) -> ModelResponse:
+        if request.metadata.get("purpose") == "summary":
+            return self._respond(request, text_reply(self.summarizer(request)), None)
         if self.replies:
             reply = self.replies.pop(0)
         elif self.default is not None:

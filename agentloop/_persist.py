@@ -1,0 +1,65 @@
+"""Conversion between agentloop's messages and the session store's records (the storage seam)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agentloop._messages import Message, MessageParam, SummaryInfo, Usage
+from sessions import NewMessage, StoredMessage
+
+
+def _summary_to_dict(info: SummaryInfo) -> dict[str, Any]:
+    return {
+        "text": info.text,
+        "pinned": [_message_to_dict(m) for m in info.pinned],
+        "request": None if info.request is None else _message_to_dict(info.request),
+        "replaced_count": info.replaced_count,
+    }
+
+
+def _message_to_dict(message: Message) -> dict[str, Any]:
+    return {"role": message.role, "content": list(message.content), "pinned": message.pinned}
+
+
+def _message_from_dict(data: dict[str, Any]) -> Message:
+    param: MessageParam = {"role": data["role"], "content": data["content"]}
+    return Message.from_param(param, pinned=bool(data.get("pinned")))
+
+
+def _summary_from_dict(data: dict[str, Any]) -> SummaryInfo:
+    request = data.get("request")
+    return SummaryInfo(
+        text=str(data.get("text", "")),
+        pinned=tuple(_message_from_dict(m) for m in data.get("pinned", ())),
+        request=None if request is None else _message_from_dict(request),
+        replaced_count=int(data.get("replaced_count", 0)),
+    )
+
+
+def to_record(message: Message) -> NewMessage:
+    """A message as the store keeps it: API content as-is, agentloop flags in metadata."""
+    metadata: dict[str, Any] = {}
+    if message.pinned:
+        metadata["pinned"] = True
+    if message.summary is not None:
+        metadata["summary"] = _summary_to_dict(message.summary)
+    return NewMessage(
+        role=message.role,
+        content=list(message.content),
+        token_estimate=message.tokens,
+        usage=None if message.usage is None else message.usage.to_dict(),
+        metadata=metadata,
+    )
+
+
+def from_record(record: StoredMessage) -> Message:
+    """A stored message back as a :class:`Message`, with its cached estimate and usage."""
+    summary = record.metadata.get("summary")
+    return Message(
+        role=record.role,
+        content=tuple(dict(block) for block in record.content),
+        pinned=bool(record.metadata.get("pinned")),
+        tokens=record.token_estimate,
+        usage=Usage.from_mapping(record.usage),
+        summary=None if summary is None else _summary_from_dict(summary),
+    )
