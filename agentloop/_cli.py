@@ -25,8 +25,17 @@ def build_parser() -> argparse.ArgumentParser:
         description="A coding agent whose long conversations compact at safe points "
         "and continue under a child session.",
     )
+    from agentloop._cli_agent import add_agent_options
+
+    add_agent_options(parser)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     _cli_sessions.add_parser(commands)
+    commands.add_parser(
+        "demo",
+        help="an offline scripted session that shows compaction (no API key needed)",
+        description="Run a scripted coding session offline: real tools in a temporary "
+        "directory, a small context window, compactions, and the session lineage at the end.",
+    )
     return parser
 
 
@@ -38,8 +47,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             from agentloop import _cli_sessions
 
             return _cli_sessions.run(args)
-        parser.print_help()
-        return 0
+        if args.command == "demo":
+            from agentloop._demo import run_demo
+
+            return run_demo(args)
+        from agentloop._cli_agent import run_agent
+
+        return run_agent(args)
     except AgentloopError as error:
         print(f"agentloop: error: {error}", file=sys.stderr)
         return EXIT_USAGE

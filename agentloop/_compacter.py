@@ -371,6 +371,7 @@ class ConversationCompacter:
         msgs = self.messages_of(messages)
         decision = self.should_compact(msgs, system=system, tools=tools, force=force)
         self.last_decision = decision
+        self.last_outcome = ""
         if not decision.compact:
             return None
         return self._compact_steps(msgs, decision, system, tools, instructions)

@@ -147,6 +147,7 @@ class AgentLoop:
     # -- the core, written once --------------------------------------------------------------
 
     def _turn_steps(self, user_input: str | Sequence[ContentBlock], pinned: bool) -> Steps:
+        self._repair()
         self._append(Message.user(user_input, pinned=pinned))
         result = TurnResult(text="", session_id=self.session_id)
         emergency_used = False
@@ -240,6 +241,31 @@ class AgentLoop:
         return transition
 
     # -- state changes -----------------------------------------------------------------------
+
+    def _repair(self) -> None:
+        """Make the history ready for a new user message after an interrupted or failed turn:
+        answer tool calls left pending and close a user message left without a reply, so the
+        roles keep alternating (the history itself is kept, never dropped)."""
+        if not self.messages:
+            return
+        pending = self.messages[-1].tool_use_ids if self.messages[-1].role == "assistant" else []
+        if pending:
+            self._append(
+                Message(
+                    "user",
+                    tuple(
+                        {
+                            "type": "tool_result",
+                            "tool_use_id": tool_id,
+                            "content": "interrupted: the tool did not run",
+                            "is_error": True,
+                        }
+                        for tool_id in pending
+                    ),
+                )
+            )
+        if self.messages[-1].role == "user":
+            self._append(Message.assistant("[no reply: the previous turn was interrupted or failed]"))
 
     def _apply(self, transition: CompactionTransition, *, emergency: bool) -> None:
         """Swap in the compacted history under the child session, saving the child."""

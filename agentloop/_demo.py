@@ -1,0 +1,235 @@
+"""``agentloop demo``: a scripted coding session, offline, that compacts twice or more.
+
+A scripted model (no network, no key) drives the real agent: real tools in a temporary
+workspace, a small context window so compaction fires, the real session store. It ends by
+printing the lineage tree of the sessions it made.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import shlex
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+from agentloop._compacter import CompactionSettings
+from agentloop.testing import Reply, ScriptedModel, text_reply, tool_call, tool_reply
+
+DEMO_MODEL = "claude-sonnet-5-5"
+DEMO_WINDOW = 6000
+
+CALC = '''\
+"""A tiny calculator library."""
+
+
+def add(a: float, b: float) -> float:
+    """Return a + b."""
+    return a + b
+
+
+def subtract(a: float, b: float) -> float:
+    """Return a - b."""
+    return a - b
+
+
+def multiply(a: float, b: float) -> float:
+    """Return a * b."""
+    return a * b
+
+
+def divide(a: float, b: float) -> float:
+    """Return a / b; dividing by zero raises ZeroDivisionError."""
+    return a // b
+
+
+def mean(values: list[float]) -> float:
+    """Return the arithmetic mean of a non-empty list."""
+    return sum(values) / len(values)
+'''
+
+TESTS = '''\
+from calc import add, divide, mean, multiply, subtract
+
+
+def test_basics() -> None:
+    assert add(2, 3) == 5
+    assert subtract(2, 3) == -1
+    assert multiply(4, 2.5) == 10
+
+
+def test_divide() -> None:
+    assert divide(7, 2) == 3.5
+    assert divide(-9, 3) == -3
+
+
+def test_mean() -> None:
+    assert mean([1, 2, 3, 4]) == 2.5
+
+
+if __name__ == "__main__":
+    for name, test in sorted(globals().items()):
+        if name.startswith("test_"):
+            test()
+    print("all tests passed")
+'''
+
+NOTES = "\n".join(
+    f"- {line}"
+    for line in (
+        "calc is used by the billing service; keep function names stable.",
+        "divide must return floats: invoices show fractional amounts.",
+        "mean is called with non-empty lists only (validated upstream).",
+        "All public functions need docstrings and type hints.",
+        "Tests run with plain python: no third-party test runner is installed in CI.",
+    )
+    * 6
+)
+
+
+def _script(python: str) -> list[Reply]:
+    run_tests = f"{python} test_calc.py"
+    todos = [
+        {"content": "Reproduce the failing test", "status": "in_progress"},
+        {"content": "Fix the bug", "status": "pending"},
+        {"content": "Run the tests", "status": "pending"},
+    ]
+    done = [dict(item, status="completed") for item in todos]
+    return [
+        # Turn 1: find and fix the bug.
+        tool_reply(tool_call("todo_write", {"todos": todos}), text="Let me plan this first."),
+        tool_reply(tool_call("list_files", {})),
+        tool_reply(
+            tool_call("read_file", {"path": "calc.py"}),
+            tool_call("read_file", {"path": "test_calc.py"}),
+            tool_call("read_file", {"path": "NOTES.md"}),
+        ),
+        tool_reply(tool_call("run_command", {"command": run_tests})),
+        tool_reply(
+            tool_call(
+                "edit_file",
+                {"path": "calc.py", "old_string": "return a // b", "new_string": "return a / b"},
+            ),
+            text="`divide` uses floor division (`//`); NOTES.md says it must return floats.",
+        ),
+        tool_reply(tool_call("run_command", {"command": run_tests})),
+        tool_reply(tool_call("todo_write", {"todos": done})),
+        text_reply(
+            "Fixed: `divide` used floor division, so `divide(7, 2)` gave 3 instead of 3.5. "
+            "It now uses true division and all tests pass."
+        ),
+        # Turn 2: a new function with a test.
+        tool_reply(tool_call("read_file", {"path": "calc.py"})),
+        tool_reply(
+            tool_call(
+                "edit_file",
+                {
+                    "path": "calc.py",
+                    "old_string": "def mean(",
+                    "new_string": 'def power(base: float, exponent: int) -> float:\n    """Return '
+                    'base ** exponent."""\n    return base**exponent\n\n\ndef mean(',
+                },
+            ),
+            tool_call(
+                "edit_file",
+                {
+                    "path": "test_calc.py",
+                    "old_string": "def test_mean() -> None:",
+                    "new_string": "def test_power() -> None:\n    from calc import power\n\n"
+                    "    assert power(2, 10) == 1024\n\n\ndef test_mean() -> None:",
+                },
+            ),
+        ),
+        tool_reply(tool_call("run_command", {"command": run_tests})),
+        text_reply("Added `power(base, exponent)` with a test; all tests pass."),
+        # Turn 3: documentation.
+        tool_reply(tool_call("grep", {"pattern": r"^def \w+"})),
+        tool_reply(
+            tool_call(
+                "write_file",
+                {
+                    "path": "README.md",
+                    "content": "# calc\n\nFunctions: add, subtract, multiply, divide (true "
+                    "division), power, mean.\n\nRun the tests with `python test_calc.py`.\n",
+                },
+            )
+        ),
+        text_reply("Wrote README.md listing the functions and how to run the tests."),
+        # Turn 4: verify everything.
+        tool_reply(tool_call("run_command", {"command": run_tests})),
+        tool_reply(tool_call("list_files", {})),
+        text_reply(
+            "All tests pass. Changed: calc.py (divide fixed, power added), test_calc.py "
+            "(test_power), README.md (new)."
+        ),
+        # Turn 5 (after /compact): answered from the summary and the preserved state.
+        text_reply(
+            "The original bug: `divide` used floor division (`a // b`), so 7 / 2 gave 3. "
+            "It is fixed, and the todo list is complete."
+        ),
+    ]
+
+
+INPUT = """\
+The tests in this project fail. Find out why and fix it.
+Add a power function with a test.
+Write a short README listing the functions.
+Run all the tests once more and tell me which files you changed.
+/context
+/compact keep the decisions about calc.py's API
+What was the original bug?
+"""
+
+
+def run_demo(args: argparse.Namespace) -> int:
+    """Run the scripted session; print the lineage tree at the end."""
+    from agentloop._cli import main
+    from agentloop._cli_agent import _session
+    from agentloop._coding_tools import always_allow
+
+    workspace = Path(tempfile.mkdtemp(prefix="agentloop-demo-"))
+    try:
+        (workspace / "calc.py").write_text(CALC)
+        (workspace / "test_calc.py").write_text(TESTS)
+        (workspace / "NOTES.md").write_text("# Notes from the team\n\n" + NOTES + "\n")
+        model = ScriptedModel(_script(shlex.quote(sys.executable)))
+        print(
+            f"agentloop demo: a scripted model works on a small project in {workspace}\n"
+            f"(context window {DEMO_WINDOW:,} tokens so that compaction shows; no network, "
+            "no API key)\n",
+            file=sys.stderr,
+        )
+        demo_args = argparse.Namespace(
+            context_window=DEMO_WINDOW,
+            yes=True,
+            prompt=None,
+            resume=None,
+            continue_latest=False,
+            disable_compaction=False,
+            compaction_threshold=None,
+        )
+        code = _session(
+            demo_args,
+            model,
+            DEMO_MODEL,
+            None,
+            stdin=io.StringIO(INPUT),
+            workspace=workspace,
+            # The scripted commands only run the project's own tests inside the temp dir.
+            approve=always_allow,
+            settings=CompactionSettings(),
+            echo_input=True,
+        )
+        from sessions import open_store
+
+        with open_store() as store:
+            latest = store.list_sessions(workspace=str(workspace.resolve()), limit=1)
+        if latest:
+            print("\n$ agentloop sessions tree", latest[0].id[:8], file=sys.stderr)
+            sys.stderr.flush()
+            main(["sessions", "tree", latest[0].id])
+        return code
+    finally:
+        shutil.rmtree(workspace, ignore_errors=True)
