@@ -6,9 +6,11 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from agentloop._errors import AgentloopError
+from agentloop._errors import AgentloopError, ConfigurationError
+from agentloop._validation import validate_threshold
 
 EXIT_USAGE = 2
+DEFAULT_MODEL = "claude-sonnet-5-5"
 
 
 class _Parser(argparse.ArgumentParser):
@@ -25,8 +27,6 @@ def build_parser() -> argparse.ArgumentParser:
         description="A coding agent whose long conversations compact at safe points "
         "and continue under a child session.",
     )
-    from agentloop._cli_agent import add_agent_options
-
     add_agent_options(parser)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     _cli_sessions.add_parser(commands)
@@ -37,6 +37,60 @@ def build_parser() -> argparse.ArgumentParser:
         "directory, a small context window, compactions, and the session lineage at the end.",
     )
     return parser
+
+
+def add_agent_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model", default=None, help=f"Claude model (default {DEFAULT_MODEL})")
+    parser.add_argument(
+        "--disable-compaction",
+        action="store_true",
+        help="never compact automatically (a prompt-too-long error then says to run /compact)",
+    )
+    parser.add_argument(
+        "--compaction-threshold",
+        type=_threshold,
+        default=None,
+        metavar="FLOAT",
+        help="fraction of the context window that triggers compaction (default 0.85)",
+    )
+    parser.add_argument(
+        "--context-window", type=_window, default=None, metavar="N", help="override the window"
+    )
+    start = parser.add_mutually_exclusive_group()
+    start.add_argument(
+        "--resume",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="ID",
+        help="resume a session (id or unique prefix; default the latest here) at its newest "
+        "descendant",
+    )
+    start.add_argument(
+        "--continue",
+        dest="continue_latest",
+        action="store_true",
+        help="continue the latest session of this workspace",
+    )
+    parser.add_argument("-p", "--print", dest="prompt", metavar="PROMPT", help="one turn, then exit")
+    parser.add_argument("--yes", action="store_true", help="run shell commands without asking")
+
+
+def _threshold(text: str) -> float:
+    try:
+        return validate_threshold(float(text))
+    except (ValueError, ConfigurationError) as error:
+        raise argparse.ArgumentTypeError(str(error).split(" (got")[0]) from None
+
+
+def _window(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive number of tokens, not {text!r}")
+    return value
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -11,12 +11,12 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from agentloop._compacter import CompactionSettings, CompactionTransition
-from agentloop._context import CompactionDecision, validate_threshold
+from agentloop._context import CompactionDecision
 from agentloop._errors import AgentloopError, ConfigurationError
 from agentloop._loop import LoopEvents
 from agentloop._tool import ToolResult
 
-DEFAULT_MODEL = "claude-sonnet-5-5"
+from agentloop._cli import DEFAULT_MODEL
 
 HELP_TEXT = """\
 Commands:
@@ -25,60 +25,6 @@ Commands:
   /sessions                sessions of this workspace
   /help                    this help
   /exit                    leave (the session is saved; continue later with --continue)"""
-
-
-def add_agent_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--model", default=None, help=f"Claude model (default {DEFAULT_MODEL})")
-    parser.add_argument(
-        "--disable-compaction",
-        action="store_true",
-        help="never compact automatically (a prompt-too-long error then says to run /compact)",
-    )
-    parser.add_argument(
-        "--compaction-threshold",
-        type=_threshold,
-        default=None,
-        metavar="FLOAT",
-        help="fraction of the context window that triggers compaction (default 0.85)",
-    )
-    parser.add_argument(
-        "--context-window", type=_window, default=None, metavar="N", help="override the window"
-    )
-    start = parser.add_mutually_exclusive_group()
-    start.add_argument(
-        "--resume",
-        nargs="?",
-        const="",
-        default=None,
-        metavar="ID",
-        help="resume a session (id or unique prefix; default the latest here) at its newest "
-        "descendant",
-    )
-    start.add_argument(
-        "--continue",
-        dest="continue_latest",
-        action="store_true",
-        help="continue the latest session of this workspace",
-    )
-    parser.add_argument("-p", "--print", dest="prompt", metavar="PROMPT", help="one turn, then exit")
-    parser.add_argument("--yes", action="store_true", help="run shell commands without asking")
-
-
-def _threshold(text: str) -> float:
-    try:
-        return validate_threshold(float(text))
-    except (ValueError, ConfigurationError) as error:
-        raise argparse.ArgumentTypeError(str(error).split(" (got")[0]) from None
-
-
-def _window(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive number of tokens, not {text!r}")
-    return value
 
 
 def notice(transition: CompactionTransition) -> str:

@@ -11,8 +11,18 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
-from agentloop._errors import ConfigurationError
+from agentloop._validation import validate_threshold, validate_window
 from agentloop._messages import Message, Usage
+
+__all__ = [
+    "CompactionDecision",
+    "ContextUsage",
+    "decide",
+    "measure",
+    "trigger_tokens",
+    "validate_threshold",
+    "validate_window",
+]
 
 DEFAULT_THRESHOLD = 0.85
 
@@ -66,27 +76,6 @@ class CompactionDecision(BaseModel):
     usage: ContextUsage
     trigger_tokens: int
     threshold: float
-
-
-def validate_threshold(value: float) -> float:
-    """A threshold is a fraction of the window with 0 < t <= 1."""
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        raise ConfigurationError(
-            f"compaction threshold must be a number between 0 and 1, not {value!r}"
-        ) from None
-    if not 0.0 < number <= 1.0 or number != number:
-        raise ConfigurationError(
-            f"compaction threshold must be greater than 0 and at most 1 (got {value!r})"
-        )
-    return number
-
-
-def validate_window(value: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ConfigurationError(f"context window must be a positive number of tokens, not {value!r}")
-    return value
 
 
 def ensure_estimates(
