@@ -7,6 +7,8 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
+pytest_plugins = ["fake_anthropic"]
+
 # CI runs the property tests at full strength; locally a lighter profile keeps the loop quick.
 settings.register_profile("ci", max_examples=2000, deadline=None)
 settings.register_profile("dev", max_examples=200, deadline=None)
@@ -18,7 +20,9 @@ def _isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest
     """No test ever touches the user's real data directory or a real API key."""
     home = tmp_path_factory.mktemp("agentloop-home")
     monkeypatch.setenv("AGENTLOOP_HOME", str(home))
-    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
-    monkeypatch.delenv("ANTHROPIC_AUTH_TOKEN", raising=False)
-    monkeypatch.delenv("ANTHROPIC_BASE_URL", raising=False)
+    # The SDK finds credentials in many places (key, token, profile, config dir under HOME).
+    for name in list(os.environ):
+        if name.startswith("ANTHROPIC_"):
+            monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(home))
     yield home
