@@ -78,8 +78,8 @@ def add_agent_options(parser: argparse.ArgumentParser) -> None:
 
 def _threshold(text: str) -> float:
     try:
-        return validate_threshold(float(text))
-    except (ValueError, ConfigurationError) as error:
+        return validate_threshold(text)
+    except ConfigurationError as error:
         raise argparse.ArgumentTypeError(str(error).split(" (got")[0]) from None
 
 
@@ -109,6 +109,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return run_agent(args)
     except AgentloopError as error:
+        print(f"agentloop: error: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    except Exception as error:
+        # The store's errors (sessions knows nothing of agentloop) are user errors too.
+        from sessions import SessionError
+
+        if not isinstance(error, SessionError):
+            raise
         print(f"agentloop: error: {error}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:

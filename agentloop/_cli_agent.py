@@ -10,13 +10,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
+from agentloop._cli import DEFAULT_MODEL
 from agentloop._compacter import CompactionSettings, CompactionTransition
 from agentloop._context import CompactionDecision
 from agentloop._errors import AgentloopError, ConfigurationError
 from agentloop._loop import LoopEvents
 from agentloop._tool import ToolResult
-
-from agentloop._cli import DEFAULT_MODEL
 
 HELP_TEXT = """\
 Commands:
@@ -100,7 +99,8 @@ class TerminalUI(LoopEvents):
         for warning in transition.summary.warnings:
             self.err.write(f"  warning: {warning}\n")
         if transition.summary.fallback_reason:
-            self.err.write(f"  note: summary built without a model: {transition.summary.fallback_reason}\n")
+            reason = transition.summary.fallback_reason
+            self.err.write(f"  note: summary built without a model: {reason}\n")
         self.err.flush()
 
     def on_compaction_skipped(self, reason: str) -> None:
@@ -193,14 +193,44 @@ def _session(
     settings: CompactionSettings | None = None,
     echo_input: bool = False,
 ) -> int:
-    from agentloop._agent import CodingAgent
-    from agentloop._coding_tools import always_allow, never_allow, terminal_consent
-    from agentloop._windows import ContextWindowResolver
-    from sessions import default_store_path, open_store
+    from sessions import SessionError, open_store
 
     tty = stdin.isatty()
     workspace = (workspace or Path.cwd()).resolve()
-    store = open_store()
+    try:
+        store = open_store()
+    except SessionError as error:  # one line, never a traceback (e.g. a damaged store file)
+        raise AgentloopError(str(error)) from None
+    try:
+        return _run_session(
+            args, model, model_name, fetch, store, stdin=stdin, tty=tty, workspace=workspace,
+            approve=approve, settings=settings, echo_input=echo_input,
+        )
+    except SessionError as error:  # an unknown or malformed --resume id, a busy store...
+        raise AgentloopError(str(error)) from None
+    finally:
+        store.close()
+
+
+def _run_session(
+    args: argparse.Namespace,
+    model: Any,
+    model_name: str,
+    fetch: Callable[[str], tuple[int | None, int | None]] | None,
+    store: Any,
+    *,
+    stdin: TextIO,
+    tty: bool,
+    workspace: Path,
+    approve: Callable[[str], bool] | None,
+    settings: CompactionSettings | None,
+    echo_input: bool,
+) -> int:
+    from agentloop._agent import CodingAgent
+    from agentloop._coding_tools import always_allow, never_allow, terminal_consent
+    from agentloop._windows import ContextWindowResolver
+    from sessions import default_store_path
+
     resolver = ContextWindowResolver(
         fetch=fetch, cache_path=default_store_path().parent / "models.json"
     )
@@ -231,15 +261,19 @@ def _session(
         resume_id=resume_id,
     )
     if resume_id is not None:
-        print(f"Resuming session {resume_id[:8]} ({len(agent.loop.messages)} messages)", file=sys.stderr)
-    try:
-        return _repl(agent, ui, args, stdin=stdin, tty=tty, echo_input=echo_input)
-    finally:
-        store.close()
+        count = len(agent.loop.messages)
+        print(f"Resuming session {resume_id[:8]} ({count} messages)", file=sys.stderr)
+    return _repl(agent, ui, args, stdin=stdin, tty=tty, echo_input=echo_input)
 
 
 def _repl(
-    agent: Any, ui: TerminalUI, args: argparse.Namespace, *, stdin: TextIO, tty: bool, echo_input: bool
+    agent: Any,
+    ui: TerminalUI,
+    args: argparse.Namespace,
+    *,
+    stdin: TextIO,
+    tty: bool,
+    echo_input: bool,
 ) -> int:
     failures = 0
     enabled = agent.compacter.settings.enabled
@@ -263,7 +297,8 @@ def _repl(
         turn(args.prompt)
         return 1 if failures else 0
     if tty:
-        print(f"agentloop · {agent.workspace} · session {agent.session_id[:8]} · /help", file=sys.stderr)
+        banner = f"agentloop · {agent.workspace} · session {agent.session_id[:8]} · /help"
+        print(banner, file=sys.stderr)
     while True:
         try:
             line = input("› ") if tty else stdin.readline()

@@ -19,7 +19,9 @@ from agentloop._compacter import CompactionSettings
 from agentloop.testing import Reply, ScriptedModel, text_reply, tool_call, tool_reply
 
 DEMO_MODEL = "claude-sonnet-5-5"
-DEMO_WINDOW = 6000
+# The system prompt and tool definitions alone take about 2,000 tokens: at 4,500 the scripted
+# session compacts automatically twice (between tool rounds), then once more on /compact.
+DEMO_WINDOW = 4500
 
 CALC = '''\
 """A tiny calculator library."""
@@ -121,7 +123,10 @@ def _script(python: str) -> list[Reply]:
             "It now uses true division and all tests pass."
         ),
         # Turn 2: a new function with a test.
-        tool_reply(tool_call("read_file", {"path": "calc.py"})),
+        tool_reply(
+            tool_call("read_file", {"path": "calc.py"}),
+            tool_call("read_file", {"path": "test_calc.py"}),
+        ),
         tool_reply(
             tool_call(
                 "edit_file",
@@ -147,6 +152,10 @@ def _script(python: str) -> list[Reply]:
         # Turn 3: documentation.
         tool_reply(tool_call("grep", {"pattern": r"^def \w+"})),
         tool_reply(
+            tool_call("read_file", {"path": "NOTES.md"}),
+            text="Checking the team's notes so that the README agrees with them.",
+        ),
+        tool_reply(
             tool_call(
                 "write_file",
                 {
@@ -160,6 +169,7 @@ def _script(python: str) -> list[Reply]:
         # Turn 4: verify everything.
         tool_reply(tool_call("run_command", {"command": run_tests})),
         tool_reply(tool_call("list_files", {})),
+        tool_reply(tool_call("read_file", {"path": "calc.py"})),
         text_reply(
             "All tests pass. Changed: calc.py (divide fixed, power added), test_calc.py "
             "(test_power), README.md (new)."

@@ -5,7 +5,7 @@ from __future__ import annotations
 from agentloop._errors import ConfigurationError
 
 
-def validate_threshold(value: float) -> float:
+def validate_threshold(value: float | str) -> float:
     """A threshold is a fraction of the window with 0 < t <= 1."""
     try:
         number = float(value)
