@@ -1,0 +1,166 @@
+"""The ``SessionStore`` protocol: what any backend (SQLite today, PostgreSQL later) provides.
+
+Every method that takes a session id accepts a full id or a unique prefix of at least 4
+characters and raises :class:`InvalidSessionIdError`, :class:`SessionNotFoundError` or
+:class:`AmbiguousSessionIdError` accordingly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from types import TracebackType
+from typing import Any, Protocol, Self, runtime_checkable
+
+from sessions._compaction import CompactionStrategy
+from sessions._types import (
+    CompactionEntry,
+    CompactionRecord,
+    NewMessage,
+    Session,
+    SessionStatus,
+    StoredMessage,
+)
+
+
+class _Unset:
+    """Marker for "argument not given" where None is a meaningful value."""
+
+    _instance: _Unset | None = None
+
+    def __new__(cls) -> _Unset:
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "UNSET"
+
+
+UNSET = _Unset()
+
+
+@runtime_checkable
+class SessionStore(Protocol):
+    """Durable sessions with lineage (parent -> child continuations) and compaction history."""
+
+    def create_session(
+        self,
+        *,
+        model: str,
+        workspace: str,
+        title: str | None = None,
+        parent_id: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> Session:
+        """Create an active session; ``parent_id`` forks from an existing session."""
+        ...
+
+    def get_session(self, session_id: str) -> Session:
+        """The session with this id or unique prefix."""
+        ...
+
+    def resolve_id(self, id_or_prefix: str) -> str:
+        """The full id of the one session matching ``id_or_prefix``."""
+        ...
+
+    def append_messages(
+        self, session_id: str, messages: Sequence[NewMessage]
+    ) -> list[StoredMessage]:
+        """Append in one short transaction whose cost does not depend on the session's length.
+
+        Raises :class:`SessionCompactedError` if a child already continues the session.
+        """
+        ...
+
+    def get_messages(self, session_id: str) -> list[StoredMessage]:
+        """All messages of the session, in order."""
+        ...
+
+    def update_session(
+        self,
+        session_id: str,
+        *,
+        title: str | _Unset | None = UNSET,
+        status: SessionStatus | _Unset = UNSET,
+        metadata: Mapping[str, Any] | _Unset = UNSET,
+    ) -> Session:
+        """Change the given fields; ``metadata`` is merged (a key set to None is removed)."""
+        ...
+
+    def list_sessions(
+        self, *, workspace: str | None = None, limit: int | None = 50, offset: int = 0
+    ) -> list[Session]:
+        """Sessions, most recently updated first; ``limit=None`` for all."""
+        ...
+
+    def count_sessions(self, *, workspace: str | None = None) -> int:
+        """How many sessions (in ``workspace``, or in all)."""
+        ...
+
+    def children(self, session_id: str) -> list[Session]:
+        """Direct children, oldest first."""
+        ...
+
+    def ancestors(self, session_id: str) -> list[Session]:
+        """Parent, grandparent, ... up to the root (nearest first)."""
+        ...
+
+    def newest_descendant(self, session_id: str) -> Session:
+        """Where resuming ``session_id`` continues.
+
+        Among the session and all its descendants that have no children (the leaves), the one
+        updated most recently (ties: created most recently). A session without children is its
+        own newest descendant.
+        """
+        ...
+
+    def lineage(self, session_id: str) -> list[Session]:
+        """The root of the session's lineage and all of its descendants, depth-first, each
+        parent before its children and siblings oldest first."""
+        ...
+
+    def transition(
+        self,
+        parent_id: str,
+        *,
+        messages: Sequence[NewMessage],
+        strategy: str,
+        messages_before: int | None = None,
+        tokens_before: int | None = None,
+        tokens_after: int | None = None,
+        summary: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        child_id: str | None = None,
+    ) -> Session:
+        """In ONE transaction: create the child (same model, workspace and title; metadata is
+        the parent's merged with ``metadata``) holding ``messages``, mark the parent
+        ``compacted`` and record a :class:`CompactionEntry`. The parent's messages are never
+        touched. ``messages_before`` defaults to the parent's message count."""
+        ...
+
+    def compact(
+        self, session_id: str, strategy: CompactionStrategy, summary: str | None = None
+    ) -> CompactionRecord:
+        """Compact the conversation ``session_id`` belongs to, at its newest descendant."""
+        ...
+
+    def get_compaction_record(self, session_id: str) -> CompactionRecord:
+        """Compaction state across the session's whole lineage."""
+        ...
+
+    def compaction_history(self, session_id: str) -> list[CompactionEntry]:
+        """Every compaction in the session's lineage, oldest first."""
+        ...
+
+    def close(self) -> None:
+        """Release the store; further calls fail."""
+        ...
+
+    def __enter__(self) -> Self: ...
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None: ...

@@ -1,0 +1,120 @@
+"""Session ids: format, time order, validation of every reference a user can type."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from sessions import InvalidSessionIdError, new_session_id, validate_session_ref
+from sessions._ids import ALPHABET, EPOCH, id_timestamp, validate_session_id
+
+ID_RE = re.compile(r"[0-9a-hjkmnp-tv-z]{26}")
+
+
+def test_new_id_is_26_lowercase_crockford_characters() -> None:
+    for _ in range(200):
+        assert ID_RE.fullmatch(new_session_id())
+
+
+def test_first_six_characters_encode_whole_seconds_since_2020() -> None:
+    moment = datetime(2031, 5, 17, 8, 30, 12, 999_000, tzinfo=UTC)
+    session_id = new_session_id(moment, rand=lambda n: b"\x00" * n)
+    assert session_id[6:] == "0" * 20
+    assert id_timestamp(session_id) == moment.replace(microsecond=0)
+    assert new_session_id(EPOCH, rand=lambda n: b"\x00" * n) == "0" * 26
+
+
+def test_random_part_comes_from_rand() -> None:
+    moment = datetime(2025, 1, 1, tzinfo=UTC)
+    first = new_session_id(moment, rand=lambda n: b"\xff" * n)
+    second = new_session_id(moment, rand=lambda n: b"\xff" * n)
+    assert first == second
+    assert first[6:] == "z" * 20
+
+
+@given(
+    st.datetimes(
+        min_value=datetime(2020, 1, 1), max_value=datetime(2050, 1, 1), timezones=st.just(UTC)
+    ),
+    st.integers(min_value=1, max_value=10**8),
+)
+def test_ids_sort_by_creation_time(moment: datetime, later_by: int) -> None:
+    earlier = new_session_id(moment)
+    later = new_session_id(moment + timedelta(seconds=later_by))
+    assert earlier < later
+
+
+def test_the_eight_characters_shown_stay_distinct_within_one_second() -> None:
+    moment = datetime(2025, 6, 1, 12, 0, 0, tzinfo=UTC)
+    shown = {new_session_id(moment)[:8] for _ in range(100)}
+    # 10 random bits in the shown part: 100 ids in one second barely collide.
+    assert len(shown) >= 80
+
+
+def test_naive_datetime_is_refused() -> None:
+    with pytest.raises(ValueError):
+        new_session_id(datetime(2025, 1, 1))
+
+
+def test_full_ids_and_prefixes_are_accepted_and_normalized() -> None:
+    session_id = new_session_id()
+    assert validate_session_ref(session_id) == session_id
+    assert validate_session_ref(session_id[:4]) == session_id[:4]
+    assert validate_session_ref(session_id.upper()) == session_id
+    assert validate_session_id(session_id) == session_id
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "",
+        " ",
+        "../x",
+        "..",
+        "abc",
+        "ab cd",
+        " abcd",
+        "abcd ",
+        "abcd/efgh",
+        "il0u",  # letters Crockford leaves out
+        "abcd\n",
+        "a" * 27,
+        "ábcd",
+        "abcd%",
+    ],
+)
+def test_bad_references_are_refused_with_one_line(bad: str) -> None:
+    with pytest.raises(InvalidSessionIdError) as caught:
+        validate_session_ref(bad)
+    message = str(caught.value)
+    assert "\n" not in message
+    assert message.startswith("invalid session id")
+
+
+def test_non_string_reference_is_refused() -> None:
+    with pytest.raises(InvalidSessionIdError):
+        validate_session_ref(1234)  # type: ignore[arg-type]
+
+
+def test_prefix_is_not_a_full_id() -> None:
+    with pytest.raises(InvalidSessionIdError, match="26 characters"):
+        validate_session_id(new_session_id()[:10])
+
+
+@given(st.text(max_size=40))
+def test_validation_accepts_exactly_the_alphabet_between_4_and_26_chars(text: str) -> None:
+    valid = text.isascii() and 4 <= len(text) <= 26 and all(c in ALPHABET for c in text.lower())
+    if valid:
+        assert validate_session_ref(text) == text.lower()
+    else:
+        with pytest.raises(InvalidSessionIdError):
+            validate_session_ref(text)
+
+
+def test_non_ascii_lookalikes_are_refused() -> None:
+    with pytest.raises(InvalidSessionIdError):
+        validate_session_ref("\u212aabc")  # KELVIN SIGN lowercases to "k"
