@@ -72,9 +72,17 @@ def test_mean() -> None:
 
 
 if __name__ == "__main__":
+    import sys
+    import traceback
+
     for name, test in sorted(globals().items()):
         if name.startswith("test_"):
-            test()
+            try:
+                test()
+            except AssertionError:
+                line = traceback.extract_tb(sys.exc_info()[2])[-1]
+                print(f"FAILED {name}: line {line.lineno}: {line.line}")
+                sys.exit(1)
     print("all tests passed")
 '''
 

@@ -58,7 +58,7 @@ def test_demo_runs_offline_and_shows_compactions_and_the_lineage(tmp_path: Path)
             for block in message.content
             if block.get("type") == "tool_result"
         ]
-        assert any("AssertionError" in r for r in results)
+        assert any("FAILED test_divide" in r for r in results)
         assert any("all tests passed" in r for r in results)
     # It ends with the lineage tree: every session it made, the newest marked for resume.
     tree = run.out.strip().splitlines()[-len(sessions) :]
