@@ -330,11 +330,10 @@ def _slash(agent: Any, text: str) -> bool:
         print(context_report(agent), file=sys.stderr)
     elif command == "/compact":
         transition = agent.compact(rest.strip() or None)
-        if transition is None:
-            reason = agent.compacter.last_outcome or (
-                agent.compacter.last_decision.reason if agent.compacter.last_decision else ""
-            )
-            print(f"Nothing compacted: {reason}", file=sys.stderr)
+        compacter = agent.compacter
+        # An attempted compaction already reported why it was skipped (on_compaction_skipped).
+        if transition is None and not compacter.last_outcome and compacter.last_decision:
+            print(f"Nothing compacted: {compacter.last_decision.reason}", file=sys.stderr)
     elif command == "/sessions":
         from agentloop._cli import main
 
