@@ -84,12 +84,16 @@ class CompactionSettings:
     """Instructions every summary follows (e.g. 'always keep the API design decisions')."""
 
     def __post_init__(self) -> None:
-        validate_threshold(self.threshold)
+        # Store the validated floats: a threshold given as text ("0.7", from a config file)
+        # would otherwise pass validation and break the first trigger computation.
+        object.__setattr__(self, "threshold", validate_threshold(self.threshold))
+        thresholds: dict[str, float] = {}
         for model, value in self.thresholds.items():
             try:
-                validate_threshold(value)
+                thresholds[model] = validate_threshold(value)
             except ConfigurationError as error:
                 raise ConfigurationError(f"{error} for model {model}") from None
+        object.__setattr__(self, "thresholds", thresholds)
         if self.strategy not in STRATEGIES:
             raise ConfigurationError(
                 f"unknown compaction strategy {self.strategy!r} (choose from {', '.join(STRATEGIES)})"
@@ -236,6 +240,10 @@ class ConversationCompacter:
 
     def messages_of(self, messages: Sequence[Message | Mapping[str, Any]]) -> list[Message]:
         """Our messages, converting plain API dicts once each (a hand-written loop's history)."""
+        # Fast path for a history of Message values (every turn of our loop): one C-level pass
+        # instead of a Python loop, so the per-turn check stays flat in history length.
+        if isinstance(messages, list | tuple) and set(map(type, messages)) == {Message}:
+            return list(messages)
         out: list[Message] = []
         for item in messages:
             if isinstance(item, Message):
@@ -256,9 +264,14 @@ class ConversationCompacter:
         tools: Sequence[dict[str, Any]] = (),
     ) -> ContextUsage:
         """Context usage: reported API usage plus calibrated estimates of what came after."""
+        return self._measure(self.messages_of(messages), system, tools)
+
+    def _measure(
+        self, msgs: list[Message], system: str, tools: Sequence[dict[str, Any]]
+    ) -> ContextUsage:
         counter = self.counter
         return measure(
-            self.messages_of(messages),
+            msgs,
             window=self.context_window,
             count=self.count,
             fixed_tokens=lambda: counter.count_system(system) + counter.count_tools(tools),
@@ -274,7 +287,7 @@ class ConversationCompacter:
         force: bool = False,
     ) -> CompactionDecision:
         msgs = self.messages_of(messages)
-        usage = self.measure(msgs, system=system, tools=tools)
+        usage = self._measure(msgs, system, tools)
         return decide(
             usage,
             threshold=self.threshold,
@@ -403,12 +416,22 @@ class ConversationCompacter:
         text = ""
         fallback: str | None = None
 
+        margin = max(1, int(self.context_window * 0.05))
+
         if strategy in ("auto", "prune"):
-            pruned = with_state(prune_tool_outputs(msgs, keep_from=split.tail_start), state)
-            pruned_tokens = self.measure(pruned, system=system, tools=tools).tokens
-            if strategy == "prune" or pruned_tokens <= tokens_before * settings.target_ratio:
-                compacted, strategy = pruned, "prune"
-                text = "old tool outputs were pruned"
+            pruned = prune_tool_outputs(msgs, keep_from=split.tail_start)
+            # Pruning that replaced nothing is no compaction, whatever the token figures say
+            # (tokens_before may be API-reported, tokens_after is always a local estimate).
+            if any(p.content is not m.content for p, m in zip(pruned, msgs, strict=True)):
+                pruned = with_state(pruned, state)
+                target = tokens_before * settings.target_ratio
+                if strategy == "prune" or self._fits(pruned, target, system, tools):
+                    compacted, strategy = pruned, "prune"
+                    text = "old tool outputs were pruned"
+            elif strategy == "prune":
+                self._breaker_until = max(decision.trigger_tokens, tokens_before) + margin
+                self.last_outcome = "nothing to prune: no old tool output is large enough"
+                return None
         if compacted is None and strategy == "sliding_window":
             text = window_note(msgs, split)
             compacted = assemble(msgs, split, text=text, state=state)
@@ -418,7 +441,6 @@ class ConversationCompacter:
 
         validate_messages(compacted, allow_pending_tool_use=False)
         tokens_after = self.measure(compacted, system=system, tools=tools).tokens
-        margin = max(1, int(self.context_window * 0.05))
         if tokens_after >= tokens_before:
             self._breaker_until = max(decision.trigger_tokens, tokens_before) + margin
             self.last_outcome = (
@@ -455,6 +477,24 @@ class ConversationCompacter:
                 reason=decision.reason,
             ),
         )
+
+    def _fits(
+        self, msgs: list[Message], limit: float, system: str, tools: Sequence[dict[str, Any]]
+    ) -> bool:
+        """Whether the local estimate of ``msgs`` (no API usage) is at most ``limit``: the same
+        figure as ``measure``, but cached estimates are summed first and counting stops once the
+        limit is passed, so rejecting a pruning that is not enough tokenizes little of it."""
+        counter = self.counter
+        local = counter.count_system(system) + counter.count_tools(tools)
+        local += sum(m.tokens for m in msgs if m.tokens is not None)
+        if self.calibrate(local) > limit:
+            return False
+        for message in msgs:
+            if message.tokens is None:
+                local += self.count(message)
+                if self.calibrate(local) > limit:
+                    return False
+        return True
 
     def _summary_steps(
         self, msgs: list[Message], split: Split, instructions: str | None

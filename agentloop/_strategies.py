@@ -191,11 +191,12 @@ def prune_tool_outputs(
     """Replace the content of tool_results before ``keep_from`` by a short marker.
 
     The tool_use/tool_result pairs stay (so the conversation keeps its shape and stays valid);
-    only large outputs are replaced. Replies lose their stale API usage.
+    only large outputs are replaced; pinned messages are kept verbatim. Replies lose their stale
+    API usage.
     """
     out: list[Message] = []
     for index, message in enumerate(messages):
-        if index >= keep_from or not message.is_tool_result:
+        if index >= keep_from or message.pinned or not message.is_tool_result:
             out.append(message if message.usage is None else replace(message, usage=None))
             continue
         changed = False

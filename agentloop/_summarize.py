@@ -94,7 +94,7 @@ def split_text(text: str, budget: int, count: TextCount) -> list[str]:
             if current:
                 pieces.append("".join(current))
                 current, current_tokens = [], 0
-            pieces.extend(line[i : i + step] for i in range(0, len(line), step))
+            pieces.extend(_cut_line(line, step))
             continue
         if current and current_tokens + tokens > budget:
             pieces.append("".join(current))
@@ -103,6 +103,22 @@ def split_text(text: str, budget: int, count: TextCount) -> list[str]:
         current_tokens += tokens
     if current:
         pieces.append("".join(current))
+    return pieces
+
+
+def _cut_line(line: str, step: int) -> list[str]:
+    """Cut one over-long line into pieces of at most ``step`` characters, at a space where one
+    is near the end of a piece, so a word (a path, an id, an error code) is not cut in two."""
+    pieces: list[str] = []
+    start = 0
+    while start < len(line):
+        end = min(len(line), start + step)
+        if end < len(line):
+            space = line.rfind(" ", start + step // 2, end)
+            if space > start:
+                end = space + 1
+        pieces.append(line[start:end])
+        start = end
     return pieces
 
 

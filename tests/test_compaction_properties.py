@@ -1,0 +1,354 @@
+"""Property tests: every strategy, on generated valid histories, yields a valid conversation
+that keeps pinned messages and the latest request and accounts for every original message.
+
+The example count comes from the hypothesis profile in conftest.py (2,000 with ``CI`` set).
+Each example is kept cheap: a characters/4 token counter instead of tiktoken, a zero-latency
+summarizer stub, and a small context window so that compaction has something to do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from hypothesis import event, given
+from hypothesis import strategies as st
+from strategies_histories import (
+    FIXED_CLOCK,
+    CharCounter,
+    StubSummarizer,
+    histories,
+    original_count,
+)
+
+from agentloop._compacter import (
+    STRATEGIES,
+    CompactionSettings,
+    ConversationCompacter,
+)
+from agentloop._hooks import PreservedStateHook
+from agentloop._messages import (
+    ContentBlock,
+    Message,
+    latest_user_request,
+    validate_messages,
+)
+from agentloop._strategies import (
+    PRUNED_MARKER,
+    choose_tail_start,
+    prune_tool_outputs,
+    sliding_window,
+    tool_result_text,
+)
+
+WINDOW = 3_000
+COUNTER = CharCounter()
+STATE_TAG = "<preserved-state>"
+
+
+def make_compacter(
+    strategy: str,
+    *,
+    summarizer: bool,
+    window_messages: int | None,
+    with_hook: bool,
+    target_ratio: float,
+) -> ConversationCompacter:
+    hooks = [PreservedStateHook("todos", lambda: "- [ ] finish the parser")] if with_hook else []
+    return ConversationCompacter(
+        model_name="test-model",
+        context_window=WINDOW,
+        model=StubSummarizer() if summarizer else None,
+        max_output_tokens=256,
+        settings=CompactionSettings(
+            strategy=strategy,  # type: ignore[arg-type]
+            window_messages=window_messages if strategy == "sliding_window" else None,
+            target_ratio=target_ratio,
+        ),
+        counter=COUNTER,
+        hooks=hooks,
+        clock=lambda: FIXED_CLOCK,
+        new_session_id=lambda: "child",
+    )
+
+
+# -- helpers that state what "kept" means ------------------------------------------------------
+
+
+def pinned_of(messages: Sequence[Message]) -> list[Message]:
+    """Every pinned message a history stands for, including those a previous prefix carries."""
+    pinned: list[Message] = []
+    if messages and messages[0].summary is not None:
+        pinned.extend(messages[0].summary.pinned)
+    pinned.extend(m for m in messages if m.pinned and m.summary is None)
+    return pinned
+
+
+def without_state(blocks: Sequence[ContentBlock]) -> tuple[ContentBlock, ...]:
+    return tuple(b for b in blocks if not str(b.get("text", "")).startswith(STATE_TAG))
+
+
+def same(a: Message, b: Message) -> bool:
+    return a.role == b.role and a.content == b.content
+
+
+def visible_in_prefix(message: Message, prefix: Message) -> bool:
+    """The model can read ``message`` in the prefix: each of its blocks appears as text."""
+    texts = [str(b.get("text", "")) for b in prefix.content if b.get("type") == "text"]
+    for block in message.content:
+        kind = block.get("type")
+        if kind == "text":
+            wanted = str(block["text"])
+        elif kind == "tool_result":
+            wanted = f"[tool result: {tool_result_text(block)}]"
+        elif kind == "tool_use":
+            wanted = f"[tool call {block['name']}:"
+        else:
+            continue
+        if not any(wanted in text for text in texts):
+            return False
+    return True
+
+
+def tool_ids(messages: Sequence[Message]) -> tuple[list[str], list[str]]:
+    uses = [i for m in messages for i in m.tool_use_ids]
+    results = [i for m in messages for i in m.tool_result_ids]
+    return uses, results
+
+
+def check_assembled(history: list[Message], out: list[Message]) -> None:
+    """Prefix + verbatim tail: accounting, pins and the latest request."""
+    prefix, tail = out[0], out[1:]
+    assert prefix.summary is not None
+    assert prefix.role == "user"
+    assert tail, "the tail is never empty"
+    assert tail[0].role == "assistant", "the tail starts at a safe cut (an assistant message)"
+    # Accounting: the prefix stands for exactly the originals that are not in the tail.
+    assert prefix.summary.replaced_count + len(tail) == original_count(history)
+    kept = history[len(history) - len(tail) :]
+    assert all(same(a, b) and a.pinned == b.pinned for a, b in zip(kept, tail, strict=True))
+    assert len(history) - len(tail) >= 1
+
+    for pin in pinned_of(history):
+        in_tail = any(same(pin, m) and m.pinned for m in tail)
+        in_prefix = any(same(pin, m) for m in prefix.summary.pinned)
+        assert in_tail or in_prefix, f"pinned message lost: {pin.content!r}"
+        if not in_tail:
+            assert visible_in_prefix(pin, prefix), "a carried pinned message must be readable"
+
+    request = latest_user_request(history)
+    if request is not None:
+        carried = prefix.summary.request
+        in_tail = any(same(request, m) for m in tail)
+        as_request = carried is not None and same(request, carried)
+        as_pin = any(same(request, m) for m in prefix.summary.pinned)
+        assert in_tail or as_request or as_pin, "the latest user request was lost"
+        if as_request:
+            assert visible_in_prefix(request, prefix)
+        found = latest_user_request(out)
+        assert as_pin or (found is not None and same(found, request))
+
+
+def check_pruned(history: list[Message], out: list[Message], *, with_hook: bool) -> None:
+    """Same shape; only old tool_result contents change; pins and requests are untouched."""
+    assert len(out) == len(history)
+    replaced_any = False
+    for index, (before, after) in enumerate(zip(history, out, strict=True)):
+        assert before.role == after.role
+        after_blocks = after.content
+        if index == 0 and with_hook:
+            if before.summary is not None:
+                assert after.summary is not None
+                assert after.summary.pinned == before.summary.pinned
+                assert after.summary.request == before.summary.request
+                assert after.summary.text == before.summary.text
+                continue
+            assert after_blocks[: len(before.content)] == before.content
+            after_blocks = without_state(after_blocks)
+        if before.pinned or before.is_request or before.summary is not None:
+            assert after_blocks == before.content, "a pinned message or request was changed"
+        assert len(after_blocks) == len(before.content)
+        for old, new in zip(before.content, after_blocks, strict=True):
+            if old.get("type") != "tool_result":
+                assert new == old
+                continue
+            assert new["tool_use_id"] == old["tool_use_id"]
+            assert new.get("is_error") == old.get("is_error")
+            if new != old:
+                replaced_any = True
+                text = tool_result_text(old)
+                assert new["content"] == PRUNED_MARKER.format(chars=len(text))
+    assert replaced_any or with_hook, "a prune that changes nothing must not be returned"
+
+
+# -- the compacter, every strategy ---------------------------------------------------------------
+
+
+@given(
+    history=histories(),
+    summarizer=st.booleans(),
+    window_messages=st.one_of(st.none(), st.integers(2, 8)),
+    with_hook=st.booleans(),
+    target_ratio=st.sampled_from((0.25, 0.5, 0.9)),
+)
+def test_every_strategy_keeps_a_valid_complete_conversation(
+    history: list[Message],
+    summarizer: bool,
+    window_messages: int | None,
+    with_hook: bool,
+    target_ratio: float,
+) -> None:
+    validate_messages(history, allow_pending_tool_use=False)  # the generator's own promise
+    for strategy in STRATEGIES:
+        compacter = make_compacter(
+            strategy,
+            summarizer=summarizer,
+            window_messages=window_messages,
+            with_hook=with_hook,
+            target_ratio=target_ratio,
+        )
+        result = compacter.compact(history, force=True)
+        if strategy == "none":
+            assert result is None
+            continue
+        if result is None:
+            event(f"{strategy}: nothing gained")
+            outcome = compacter.last_outcome
+            assert len(history) < 3 or any(
+                why in outcome
+                for why in ("would not reduce", "no safe cut point", "nothing to prune")
+            ), outcome
+            continue
+        out = result.messages
+        event(f"{strategy}: {result.summary.strategy}")
+
+        validate_messages(out, allow_pending_tool_use=False)
+        uses, results = tool_ids(out)
+        assert sorted(uses) == sorted(results), "every tool_use keeps its tool_result"
+        assert all(m.usage is None for m in out), "stale API usage must not survive compaction"
+
+        summary = result.summary
+        assert summary.original_message_count == len(history)
+        assert summary.compacted_message_count == len(out)
+        assert summary.tokens_after < summary.tokens_before
+        if strategy in ("summarize", "sliding_window"):
+            assert summary.strategy in (strategy, "digest")
+        if summary.strategy == "prune":
+            assert strategy in ("auto", "prune")
+            check_pruned(history, out, with_hook=with_hook)
+            if strategy == "auto":  # auto settles for pruning only when it reaches the target
+                assert summary.tokens_after <= summary.tokens_before * target_ratio
+        else:
+            check_assembled(history, out)
+            if with_hook:
+                assert any("finish the parser" in str(b.get("text")) for b in out[0].content)
+        if strategy == "sliding_window" and window_messages is not None:
+            smallest = max(i for i in range(1, len(history)) if history[i].role == "assistant")
+            assert len(out) - 1 <= window_messages or len(out) - 1 == len(history) - smallest
+
+        # No loop: right after a compaction, the automatic check does not ask for another one.
+        assert not compacter.should_compact(out).compact
+
+
+# -- the pure strategy functions -----------------------------------------------------------------
+# One generated history feeds the three pure functions (generation is the costly part).
+
+
+@given(
+    history=histories(),
+    tail_fraction=st.floats(0, 1.2),
+    max_messages=st.one_of(st.none(), st.integers(1, 10)),
+    keep_fraction=st.floats(0, 1),
+    min_chars=st.sampled_from((1, 50, 200, 1000)),
+    by_tokens=st.booleans(),
+)
+def test_pure_strategies(
+    history: list[Message],
+    tail_fraction: float,
+    max_messages: int | None,
+    keep_fraction: float,
+    min_chars: int,
+    by_tokens: bool,
+) -> None:
+    total = sum(COUNTER.count_message(m) for m in history)
+    tail_tokens = int(total * tail_fraction)
+    check_choose_tail_start(history, tail_tokens, max_messages)
+    check_prune_tool_outputs(history, int(len(history) * keep_fraction), min_chars)
+    check_sliding_window(history, max_messages, tail_tokens if by_tokens else None)
+
+
+def check_choose_tail_start(
+    history: list[Message], tail_tokens: int, max_messages: int | None
+) -> None:
+    """The earliest safe cut whose tail fits, else the smallest valid tail; None without a cut."""
+    count = COUNTER.count_message
+    split = choose_tail_start(
+        history, tail_tokens=tail_tokens, count=count, max_messages=max_messages
+    )
+    cuts = [i for i in range(1, len(history)) if history[i].role == "assistant"]
+    if not cuts:
+        assert split is None
+        return
+    assert split is not None
+    assert split.tail_start in cuts
+    assert split.head(history) + split.tail(history) == history
+
+    def fits(start: int) -> bool:
+        size = sum(count(m) for m in history[start:])
+        return size <= tail_tokens and (
+            max_messages is None or len(history) - start <= max_messages
+        )
+
+    if split.tail_start != cuts[-1]:
+        assert fits(split.tail_start)
+    else:
+        event("choose_tail_start: smallest tail")
+    earlier = [c for c in cuts if c < split.tail_start]
+    if earlier:  # earliest: the cut just before it would not fit
+        assert not fits(earlier[-1])
+
+
+def check_prune_tool_outputs(history: list[Message], keep_from: int, min_chars: int) -> None:
+    """Same shape and pairs; only large tool outputs before ``keep_from`` become a marker."""
+    out = prune_tool_outputs(history, keep_from=keep_from, min_chars=min_chars)
+    validate_messages(out, allow_pending_tool_use=False)
+    assert len(out) == len(history)
+    for index, (before, after) in enumerate(zip(history, out, strict=True)):
+        assert after.role == before.role and after.pinned == before.pinned
+        assert after.usage is None
+        if index >= keep_from or before.pinned:
+            assert after.content == before.content
+            continue
+        for old, new in zip(before.content, after.content, strict=True):
+            if old.get("type") != "tool_result":
+                assert new == old
+                continue
+            text = tool_result_text(old)
+            assert new["tool_use_id"] == old["tool_use_id"]
+            if len(text) >= min_chars:
+                assert new["content"] == PRUNED_MARKER.format(chars=len(text))
+                assert new.get("is_error") == old.get("is_error")
+            else:
+                assert new == old
+        if after.content != before.content:
+            assert after.tokens is None, "a changed message must not keep its old estimate"
+
+
+def check_sliding_window(
+    history: list[Message], max_messages: int | None, max_tokens: int | None
+) -> None:
+    """A valid prefix + suffix of the history that fits the limits (unless none could)."""
+    out = sliding_window(
+        history, count=COUNTER.count_message, max_messages=max_messages, max_tokens=max_tokens
+    )
+    if out is None:
+        assert not any(m.role == "assistant" for m in history[1:])
+        return
+    validate_messages(out, allow_pending_tool_use=False)
+    check_assembled(history, out)
+    tail = out[1:]
+    smallest = max(i for i in range(1, len(history)) if history[i].role == "assistant")
+    if len(tail) != len(history) - smallest:  # anything but the smallest tail must fit
+        assert max_messages is None or len(tail) <= max_messages
+        assert max_tokens is None or sum(COUNTER.count_message(m) for m in tail) <= max_tokens
+    assert out[0].summary is not None
+    assert "sliding window" in out[0].summary.text
