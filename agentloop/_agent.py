@@ -94,7 +94,7 @@ class CodingAgent:
         resume_id: str | None = None,
         max_tokens: int = 8192,
     ) -> None:
-        from agentloop._coding_tools import ToolHistory, TodoList, coding_tools
+        from agentloop._coding_tools import TodoList, ToolHistory, coding_tools
         from agentloop._tokens import Calibration
 
         self.store = store

@@ -72,7 +72,9 @@ def add_agent_options(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="continue the latest session of this workspace",
     )
-    parser.add_argument("-p", "--print", dest="prompt", metavar="PROMPT", help="one turn, then exit")
+    parser.add_argument(
+        "-p", "--print", dest="prompt", metavar="PROMPT", help="one turn, then exit"
+    )
     parser.add_argument("--yes", action="store_true", help="run shell commands without asking")
 
 

@@ -203,8 +203,17 @@ def _session(
         raise AgentloopError(str(error)) from None
     try:
         return _run_session(
-            args, model, model_name, fetch, store, stdin=stdin, tty=tty, workspace=workspace,
-            approve=approve, settings=settings, echo_input=echo_input,
+            args,
+            model,
+            model_name,
+            fetch,
+            store,
+            stdin=stdin,
+            tty=tty,
+            workspace=workspace,
+            approve=approve,
+            settings=settings,
+            echo_input=echo_input,
         )
     except SessionError as error:  # an unknown or malformed --resume id, a busy store...
         raise AgentloopError(str(error)) from None

@@ -96,7 +96,8 @@ class CompactionSettings:
         object.__setattr__(self, "thresholds", thresholds)
         if self.strategy not in STRATEGIES:
             raise ConfigurationError(
-                f"unknown compaction strategy {self.strategy!r} (choose from {', '.join(STRATEGIES)})"
+                f"unknown compaction strategy {self.strategy!r} "
+                f"(choose from {', '.join(STRATEGIES)})"
             )
         for name in ("tail_fraction", "target_ratio", "min_savings"):
             value = getattr(self, name)
@@ -236,7 +237,9 @@ class ConversationCompacter:
         return tokens
 
     def calibrate(self, local_tokens: int) -> int:
-        return self.calibration.apply(local_tokens) if self.calibration is not None else local_tokens
+        return (
+            self.calibration.apply(local_tokens) if self.calibration is not None else local_tokens
+        )
 
     def messages_of(self, messages: Sequence[Message | Mapping[str, Any]]) -> list[Message]:
         """Our messages, converting plain API dicts once each (a hand-written loop's history)."""
@@ -403,7 +406,9 @@ class ConversationCompacter:
             int(self.context_window * settings.tail_fraction),
             int(tokens_before * settings.target_ratio / 2),
         )
-        window_messages = settings.window_messages if settings.strategy == "sliding_window" else None
+        window_messages = (
+            settings.window_messages if settings.strategy == "sliding_window" else None
+        )
         split = choose_tail_start(
             msgs, tail_tokens=tail_budget, count=self.count, max_messages=window_messages
         )

@@ -11,8 +11,8 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
-from agentloop._validation import validate_threshold, validate_window
 from agentloop._messages import Message, Usage
+from agentloop._validation import validate_threshold, validate_window
 
 __all__ = [
     "CompactionDecision",
@@ -160,8 +160,8 @@ def decide(
     breaker_until: int | None = None,
 ) -> CompactionDecision:
     """The pure decision. ``enabled`` governs automatic compaction; ``force`` (a user's explicit
-    request) compacts even when it is off. ``breaker_until`` holds back automatic compaction after one that saved
-    too little, until the context has grown past that many tokens."""
+    request) compacts even when it is off. ``breaker_until`` holds back automatic compaction
+    after one that saved too little, until the context has grown past that many tokens."""
     trigger, why = trigger_tokens(usage.window, threshold, max_output_tokens)
 
     def result(compact: bool, reason: str) -> CompactionDecision:

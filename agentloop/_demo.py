@@ -52,7 +52,7 @@ def mean(values: list[float]) -> float:
     return sum(values) / len(values)
 '''
 
-TESTS = '''\
+TESTS = """\
 from calc import add, divide, mean, multiply, subtract
 
 
@@ -84,7 +84,7 @@ if __name__ == "__main__":
                 print(f"FAILED {name}: line {line.lineno}: {line.line}")
                 sys.exit(1)
     print("all tests passed")
-'''
+"""
 
 NOTES = "\n".join(
     f"- {line}"

@@ -27,10 +27,12 @@ def run_hooks(hooks: Sequence[PreservedStateHook]) -> tuple[str, list[str]]:
     for hook in hooks:
         outcome: dict[str, str | BaseException] = {}
 
-        def call(hook: PreservedStateHook = hook, outcome: dict[str, str | BaseException] = outcome) -> None:
+        def call(
+            hook: PreservedStateHook = hook, outcome: dict[str, str | BaseException] = outcome
+        ) -> None:
             try:
                 outcome["value"] = hook.render()
-            except BaseException as error:  # noqa: BLE001 - reported as a warning, never raised
+            except BaseException as error:
                 outcome["error"] = error
 
         # A daemon thread: a hook stuck forever must not keep the process alive at exit.
@@ -40,8 +42,8 @@ def run_hooks(hooks: Sequence[PreservedStateHook]) -> tuple[str, list[str]]:
         if worker.is_alive():
             problem = f"timed out after {hook.timeout:g}s"
         elif "error" in outcome:
-            error = outcome["error"]
-            problem = f"failed: {type(error).__name__}: {error}"
+            failure = outcome["error"]
+            problem = f"failed: {type(failure).__name__}: {failure}"
         else:
             text = str(outcome.get("value", "")).strip()
             if text:

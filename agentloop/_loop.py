@@ -119,7 +119,9 @@ class AgentLoop:
 
     # -- public API --------------------------------------------------------------------------
 
-    def run_turn(self, user_input: str | Sequence[ContentBlock], *, pinned: bool = False) -> TurnResult:
+    def run_turn(
+        self, user_input: str | Sequence[ContentBlock], *, pinned: bool = False
+    ) -> TurnResult:
         """One user turn: model calls and tool rounds until the assistant stops."""
         return self._drive(self._turn_steps(user_input, pinned))  # type: ignore[no-any-return]
 
@@ -265,7 +267,9 @@ class AgentLoop:
                 )
             )
         if self.messages[-1].role == "user":
-            self._append(Message.assistant("[no reply: the previous turn was interrupted or failed]"))
+            self._append(
+                Message.assistant("[no reply: the previous turn was interrupted or failed]")
+            )
 
     def _apply(self, transition: CompactionTransition, *, emergency: bool) -> None:
         """Swap in the compacted history under the child session, saving the child."""
@@ -300,7 +304,11 @@ class AgentLoop:
         if self.compacter is not None:
             sent_local = sum(self.compacter.count(m) for m in self.messages) + self._fixed_tokens()
             usage = response.usage
-            reported = usage.input_tokens + usage.cache_creation_input_tokens + usage.cache_read_input_tokens
+            reported = (
+                usage.input_tokens
+                + usage.cache_creation_input_tokens
+                + usage.cache_read_input_tokens
+            )
             self.compacter.record_usage(reported, sent_local)
         self.events.on_reply(response)
         self._append(response.to_message())

@@ -101,7 +101,9 @@ class Message:
     def from_param(cls, param: Mapping[str, Any], *, pinned: bool = False) -> Message:
         role = param.get("role")
         if role not in ("user", "assistant"):
-            raise MessageValidationError(f"message role must be 'user' or 'assistant', not {role!r}")
+            raise MessageValidationError(
+                f"message role must be 'user' or 'assistant', not {role!r}"
+            )
         return cls(role, _blocks(param.get("content", ())), pinned=pinned)
 
     def to_param(self) -> MessageParam:
@@ -149,7 +151,9 @@ def _blocks(content: str | Iterable[ContentBlock] | Any) -> tuple[ContentBlock, 
         elif hasattr(block, "model_dump"):  # an SDK content block object
             blocks.append(block.model_dump(exclude_none=True))
         else:
-            raise MessageValidationError(f"content block must be a mapping, not {type(block).__name__}")
+            raise MessageValidationError(
+                f"content block must be a mapping, not {type(block).__name__}"
+            )
     return tuple(blocks)
 
 
@@ -224,8 +228,10 @@ def validate_messages(messages: Sequence[Message], *, allow_pending_tool_use: bo
             if kind == "tool_use" and message.role != "assistant":
                 raise MessageValidationError(f"{where}: tool_use outside an assistant message")
         kinds = [block.get("type") for block in message.content]
-        if "tool_result" in kinds and kinds.index("tool_result") > 0 and any(
-            kind != "tool_result" for kind in kinds[: kinds.index("tool_result")]
+        if (
+            "tool_result" in kinds
+            and kinds.index("tool_result") > 0
+            and any(kind != "tool_result" for kind in kinds[: kinds.index("tool_result")])
         ):
             raise MessageValidationError(f"{where}: tool_result blocks must come first")
         asked = set(messages[index - 1].tool_use_ids) if index else set()

@@ -53,8 +53,9 @@ class ModelResponse:
 class Model(Protocol):
     """Send messages, get the reply with its usage. ``on_text`` receives streamed text deltas."""
 
-    def complete(self, request: ModelRequest, on_text: TextCallback | None = None) -> ModelResponse:
-        ...
+    def complete(
+        self, request: ModelRequest, on_text: TextCallback | None = None
+    ) -> ModelResponse: ...
 
 
 @runtime_checkable
@@ -63,5 +64,4 @@ class AsyncModel(Protocol):
 
     async def acomplete(
         self, request: ModelRequest, on_text: TextCallback | None = None
-    ) -> ModelResponse:
-        ...
+    ) -> ModelResponse: ...

@@ -39,7 +39,11 @@ class Split:
 
 
 def choose_tail_start(
-    messages: Sequence[Message], *, tail_tokens: int, count: TokenCount, max_messages: int | None = None
+    messages: Sequence[Message],
+    *,
+    tail_tokens: int,
+    count: TokenCount,
+    max_messages: int | None = None,
 ) -> Split | None:
     """The earliest safe cut whose tail fits ``tail_tokens`` (and ``max_messages``).
 
@@ -135,7 +139,9 @@ def build_prefix(
         }
     ]
     if state.strip():
-        blocks.append({"type": "text", "text": f"<preserved-state>\n{state.strip()}\n</preserved-state>"})
+        blocks.append(
+            {"type": "text", "text": f"<preserved-state>\n{state.strip()}\n</preserved-state>"}
+        )
     if pinned:
         blocks.append({"type": "text", "text": "Pinned messages, kept verbatim:"})
         for message in pinned:
@@ -144,18 +150,22 @@ def build_prefix(
     if request is not None:
         blocks.append({"type": "text", "text": "The user's latest request, verbatim:"})
         blocks.extend(_as_text_blocks(request))
-    info = SummaryInfo(text=text, pinned=tuple(pinned), request=request, replaced_count=replaced_count)
+    info = SummaryInfo(
+        text=text, pinned=tuple(pinned), request=request, replaced_count=replaced_count
+    )
     return Message("user", tuple(blocks), summary=info)
 
 
 def assemble(
     messages: Sequence[Message], split: Split, *, text: str, state: str = ""
 ) -> list[Message]:
-    """Prefix + verbatim tail. Tail replies lose their stale API usage (it measured the old context)."""
+    """Prefix + verbatim tail. Tail replies lose their API usage: it measured the old context."""
     pinned, request = carried_items(messages, split)
     before = previous_summary(messages)
     replaced = split.tail_start + (before.replaced_count - 1 if before else 0)
-    prefix = build_prefix(text, pinned=pinned, request=request, state=state, replaced_count=replaced)
+    prefix = build_prefix(
+        text, pinned=pinned, request=request, state=state, replaced_count=replaced
+    )
     tail = [m if m.usage is None else replace(m, usage=None) for m in split.tail(messages)]
     return [prefix, *tail]
 
@@ -163,7 +173,9 @@ def assemble(
 def window_note(messages: Sequence[Message], split: Split) -> str:
     """The note a sliding window leaves where the dropped messages were."""
     before = previous_summary(messages)
-    note = f"{split.tail_start - (1 if before else 0)} earlier messages were dropped (sliding window)."
+    note = (
+        f"{split.tail_start - (1 if before else 0)} earlier messages were dropped (sliding window)."
+    )
     if before is not None:
         note = f"{before.text.strip()}\n\n{note}"
     return note
@@ -210,4 +222,3 @@ def prune_tool_outputs(
             blocks.append(block)
         out.append(replace(message, content=tuple(blocks), tokens=None) if changed else message)
     return out
-

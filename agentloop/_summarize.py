@@ -65,7 +65,8 @@ def render_message(message: Message, *, tool_output_chars: int) -> str:
             body = shorten(tool_result_text(block), tool_output_chars)
             lines.append(f"Tool {status} [{block.get('tool_use_id')}]:\n{body}")
         elif kind == "thinking":
-            lines.append(f"{speaker} (thinking): {shorten(str(block.get('thinking', '')), tool_output_chars)}")
+            thought = shorten(str(block.get("thinking", "")), tool_output_chars)
+            lines.append(f"{speaker} (thinking): {thought}")
         else:
             lines.append(f"{speaker}: [{kind} block]")
     return "\n".join(lines)
@@ -156,7 +157,8 @@ def summary_prompt(
         )
     where = f" (part {part} of {parts})" if parts > 1 else ""
     sections.append(
-        f"The conversation to fold into the summary{where}:\n<conversation>\n{chunk}\n</conversation>"
+        f"The conversation to fold into the summary{where}:\n"
+        f"<conversation>\n{chunk}\n</conversation>"
     )
     if instructions.strip():
         sections.append(f"Instructions for this summary:\n{instructions.strip()}")

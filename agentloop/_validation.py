@@ -22,5 +22,7 @@ def validate_threshold(value: float | str) -> float:
 
 def validate_window(value: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ConfigurationError(f"context window must be a positive number of tokens, not {value!r}")
+        raise ConfigurationError(
+            f"context window must be a positive number of tokens, not {value!r}"
+        )
     return value

@@ -30,7 +30,9 @@ __all__ = [
 _ids = itertools.count(1)
 
 
-def tool_call(name: str, tool_input: Mapping[str, Any], *, call_id: str | None = None) -> ContentBlock:
+def tool_call(
+    name: str, tool_input: Mapping[str, Any], *, call_id: str | None = None
+) -> ContentBlock:
     """A tool_use content block (ids are unique per process unless given)."""
     return {
         "type": "tool_use",
@@ -77,7 +79,9 @@ class _RecordingModel:
         local += sum(self._estimator.count_message(m) for m in request.messages)
         return int(local * self.input_token_factor)
 
-    def _respond(self, request: ModelRequest, reply: Reply, on_text: TextCallback | None) -> ModelResponse:
+    def _respond(
+        self, request: ModelRequest, reply: Reply, on_text: TextCallback | None
+    ) -> ModelResponse:
         self.requests.append(request)
         if reply.error is not None:
             raise reply.error
@@ -91,7 +95,9 @@ class _RecordingModel:
             "tool_use" if any(b.get("type") == "tool_use" for b in content) else "end_turn"
         )
         usage = Usage(input_tokens=self._count(request), output_tokens=output)
-        return ModelResponse(content=tuple(content), usage=usage, stop_reason=stop, model=request.model)
+        return ModelResponse(
+            content=tuple(content), usage=usage, stop_reason=stop, model=request.model
+        )
 
     def _estimator_count_block(self, block: ContentBlock) -> int:
         message = Message("assistant", (block,))
@@ -157,7 +163,9 @@ class ScriptedModel(_RecordingModel):
             raise AssertionError("ScriptedModel ran out of scripted replies")
         return self._respond(request, reply, on_text)
 
-    async def acomplete(self, request: ModelRequest, on_text: TextCallback | None = None) -> ModelResponse:
+    async def acomplete(
+        self, request: ModelRequest, on_text: TextCallback | None = None
+    ) -> ModelResponse:
         return self.complete(request, on_text)
 
 
@@ -186,5 +194,7 @@ class FunctionModel(_RecordingModel):
             reply = Reply(tuple(answer))
         return self._respond(request, reply, on_text)
 
-    async def acomplete(self, request: ModelRequest, on_text: TextCallback | None = None) -> ModelResponse:
+    async def acomplete(
+        self, request: ModelRequest, on_text: TextCallback | None = None
+    ) -> ModelResponse:
         return self.complete(request, on_text)

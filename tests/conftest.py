@@ -16,7 +16,9 @@ settings.load_profile("ci" if os.environ.get("CI") else "dev")
 
 
 @pytest.fixture(autouse=True)
-def _isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+def _isolated_home(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Path]:
     """No test ever touches the user's real data directory or a real API key."""
     home = tmp_path_factory.mktemp("agentloop-home")
     monkeypatch.setenv("AGENTLOOP_HOME", str(home))

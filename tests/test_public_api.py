@@ -28,9 +28,10 @@ def test_every_public_name_resolves_lazily() -> None:
     for name in agentloop.__all__:
         assert getattr(agentloop, name) is not None, name
     # Names are re-exported from the private module that defines them, not copied.
-    assert agentloop.ConversationCompacter is importlib.import_module(
-        "agentloop._compacter"
-    ).ConversationCompacter
+    assert (
+        agentloop.ConversationCompacter
+        is importlib.import_module("agentloop._compacter").ConversationCompacter
+    )
 
 
 def test_unknown_attribute_is_an_attribute_error() -> None:
