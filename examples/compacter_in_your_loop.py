@@ -40,8 +40,11 @@ def main(prompt: str) -> None:
     while True:
         transition = compacter.compact_and_transition(session_id, messages, tools=TOOLS)
         if transition is not None:
-            print(f"compacted: {transition.summary.original_message_count} messages → "
-                  f"{len(transition.compacted_messages)}", file=sys.stderr)
+            print(
+                f"compacted: {transition.summary.original_message_count} messages → "
+                f"{len(transition.compacted_messages)}",
+                file=sys.stderr,
+            )
             messages, session_id = list(transition.compacted_messages), transition.new_session_id
         response = client.messages.create(
             model=MODEL,
@@ -62,7 +65,11 @@ def main(prompt: str) -> None:
         for call in calls:
             args = dict(call.input)  # type: ignore[arg-type]
             results.append(
-                {"type": "tool_result", "tool_use_id": call.id, "content": str(args["a"] * args["b"])}
+                {
+                    "type": "tool_result",
+                    "tool_use_id": call.id,
+                    "content": str(args["a"] * args["b"]),
+                }
             )
         messages.append(Message.user(results))
 
