@@ -26,7 +26,7 @@ from agentloop._context import (
     validate_threshold,
     validate_window,
 )
-from agentloop._drive import adrive, drive
+from agentloop._drive import acall, adrive, call, drive
 from agentloop._errors import ConfigurationError
 from agentloop._hooks import PreservedStateHook, run_hooks
 from agentloop._messages import (
@@ -316,7 +316,10 @@ class ConversationCompacter:
     ) -> CompactionResult | None:
         """Compact if the decision says so (or ``force``); None when nothing was done."""
         steps = self.compaction_steps(messages, system, tools, instructions, force)
-        return None if steps is None else drive(steps, self.model or _NoModel())  # type: ignore[arg-type]
+        if steps is None:
+            return None
+        model: Any = self.model or _NoModel()
+        return drive(steps, lambda request: call(model, request))
 
     async def acompact(
         self,
@@ -328,7 +331,10 @@ class ConversationCompacter:
         force: bool = False,
     ) -> CompactionResult | None:
         steps = self.compaction_steps(messages, system, tools, instructions, force)
-        return None if steps is None else await adrive(steps, self.model or _NoModel())
+        if steps is None:
+            return None
+        model: Any = self.model or _NoModel()
+        return await adrive(steps, lambda request: acall(model, request))
 
     def compact_and_transition(
         self,

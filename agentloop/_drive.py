@@ -1,60 +1,56 @@
-"""Drivers that run a request-yielding generator against a model, sync or async.
+"""Drivers that carry out the effects a core generator yields, sync or async.
 
-Core logic that needs the model is written once as a generator that yields
-:class:`ModelRequest` and receives :class:`ModelResponse`; a failure of the call is thrown back
-into the generator, which decides what to do. These two functions are the only places where the
-sync and async paths differ.
+Core logic is written once as a generator that yields effects (model requests, tool calls) and
+receives their results; a failure is thrown back into the generator, which owns the policy.
+``drive`` and ``adrive`` are the only places where the sync and async paths differ.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Generator
-from typing import TypeVar
+from collections.abc import Awaitable, Callable, Generator
+from typing import Any, TypeVar
 
 from agentloop._model import AsyncModel, Model, ModelRequest, ModelResponse, TextCallback
 
 T = TypeVar("T")
+E = TypeVar("E")
 
 
-def drive(
-    steps: Generator[ModelRequest, ModelResponse, T],
-    model: Model,
-    on_text: TextCallback | None = None,
-) -> T:
+def drive(steps: Generator[E, Any, T], perform: Callable[[E], Any]) -> T:
     try:
-        request = next(steps)
+        effect = next(steps)
         while True:
             try:
-                response = model.complete(request, on_text)
+                value = perform(effect)
             except Exception as error:  # handed to the core, which owns the policy
-                request = steps.throw(error)
+                effect = steps.throw(error)
             else:
-                request = steps.send(response)
+                effect = steps.send(value)
     except StopIteration as done:
         return done.value  # type: ignore[no-any-return]
 
 
-async def adrive(
-    steps: Generator[ModelRequest, ModelResponse, T],
-    model: Model | AsyncModel,
-    on_text: TextCallback | None = None,
-) -> T:
+async def adrive(steps: Generator[E, Any, T], perform: Callable[[E], Awaitable[Any]]) -> T:
     try:
-        request = next(steps)
+        effect = next(steps)
         while True:
             try:
-                response = await acall(model, request, on_text)
+                value = await perform(effect)
             except Exception as error:
-                request = steps.throw(error)
+                effect = steps.throw(error)
             else:
-                request = steps.send(response)
+                effect = steps.send(value)
     except StopIteration as done:
         return done.value  # type: ignore[no-any-return]
+
+
+def call(model: Model, request: ModelRequest, on_text: TextCallback | None = None) -> ModelResponse:
+    return model.complete(request, on_text)
 
 
 async def acall(
-    model: Model | AsyncModel, request: ModelRequest, on_text: TextCallback | None
+    model: Model | AsyncModel, request: ModelRequest, on_text: TextCallback | None = None
 ) -> ModelResponse:
     if isinstance(model, AsyncModel):
         return await model.acomplete(request, on_text)

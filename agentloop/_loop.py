@@ -14,9 +14,9 @@ from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentloop import _drive
 from agentloop._compacter import CompactionTransition, ConversationCompacter
 from agentloop._context import CompactionDecision
-from agentloop._drive import acall
 from agentloop._errors import AgentloopError, PromptTooLongError
 from agentloop._messages import ContentBlock, Message, validate_messages
 from agentloop._model import AsyncModel, Model, ModelRequest, ModelResponse
@@ -347,37 +347,21 @@ class AgentLoop:
     def _on_text(self, request: ModelRequest) -> Any:
         return self.events.on_text if request.metadata.get("purpose") == "conversation" else None
 
+    def _perform(self, effect: Effect) -> Any:
+        if isinstance(effect, ToolCall):
+            return _run_tool(effect)
+        return _drive.call(self.model, effect, self._on_text(effect))  # type: ignore[arg-type]
+
+    async def _aperform(self, effect: Effect) -> Any:
+        if isinstance(effect, ToolCall):
+            return await asyncio.to_thread(_run_tool, effect)
+        return await _drive.acall(self.model, effect, self._on_text(effect))
+
     def _drive(self, steps: Steps) -> Any:
-        try:
-            effect = next(steps)
-            while True:
-                try:
-                    if isinstance(effect, ToolCall):
-                        value: Any = _run_tool(effect)
-                    else:
-                        value = self.model.complete(effect, self._on_text(effect))  # type: ignore[union-attr]
-                except Exception as error:
-                    effect = steps.throw(error)
-                else:
-                    effect = steps.send(value)
-        except StopIteration as done:
-            return done.value
+        return _drive.drive(steps, self._perform)
 
     async def _adrive(self, steps: Steps) -> Any:
-        try:
-            effect = next(steps)
-            while True:
-                try:
-                    if isinstance(effect, ToolCall):
-                        value: Any = await asyncio.to_thread(_run_tool, effect)
-                    else:
-                        value = await acall(self.model, effect, self._on_text(effect))
-                except Exception as error:
-                    effect = steps.throw(error)
-                else:
-                    effect = steps.send(value)
-        except StopIteration as done:
-            return done.value
+        return await _drive.adrive(steps, self._aperform)
 
 
 def _run_tool(call: ToolCall) -> ToolResult:
