@@ -83,28 +83,46 @@ def transcript_parts(messages: Sequence[Message], *, tool_output_chars: int) -> 
     return parts
 
 
+def _pack(
+    items: Sequence[str],
+    *,
+    budget: int,
+    cost: TextCount,
+    separator: str,
+    split: Callable[[str, int], list[str]],
+) -> list[str]:
+    """Group ``items`` in order into groups costing at most ``budget``; an item that alone
+    exceeds it is handed to ``split`` (with its cost) and its pieces stand as groups."""
+    groups: list[str] = []
+    current: list[str] = []
+    used = 0
+    for item in items:
+        tokens = cost(item)
+        if tokens > budget:
+            if current:
+                groups.append(separator.join(current))
+                current, used = [], 0
+            groups.extend(split(item, tokens))
+            continue
+        if current and used + tokens > budget:
+            groups.append(separator.join(current))
+            current, used = [], 0
+        current.append(item)
+        used += tokens
+    if current:
+        groups.append(separator.join(current))
+    return groups
+
+
 def split_text(text: str, budget: int, count: TextCount) -> list[str]:
     """Split one over-long part by lines (then by characters) into pieces within ``budget``."""
-    pieces: list[str] = []
-    current: list[str] = []
-    current_tokens = 0
-    for line in text.splitlines(keepends=True):
-        tokens = count(line)
-        if tokens > budget:
-            step = max(1, len(line) * budget // (tokens + 1))
-            if current:
-                pieces.append("".join(current))
-                current, current_tokens = [], 0
-            pieces.extend(_cut_line(line, step))
-            continue
-        if current and current_tokens + tokens > budget:
-            pieces.append("".join(current))
-            current, current_tokens = [], 0
-        current.append(line)
-        current_tokens += tokens
-    if current:
-        pieces.append("".join(current))
-    return pieces
+    return _pack(
+        text.splitlines(keepends=True),
+        budget=budget,
+        cost=count,
+        separator="",
+        split=lambda line, tokens: _cut_line(line, max(1, len(line) * budget // (tokens + 1))),
+    )
 
 
 def _cut_line(line: str, step: int) -> list[str]:
@@ -125,25 +143,13 @@ def _cut_line(line: str, step: int) -> list[str]:
 
 def chunk_parts(parts: Sequence[str], *, budget: int, count: TextCount) -> list[str]:
     """Group transcript parts into chunks of at most ``budget`` tokens; nothing is dropped."""
-    chunks: list[str] = []
-    current: list[str] = []
-    current_tokens = 0
-    for part in parts:
-        tokens = count(part) + 2
-        if tokens > budget:
-            if current:
-                chunks.append("\n\n".join(current))
-                current, current_tokens = [], 0
-            chunks.extend(split_text(part, budget, count))
-            continue
-        if current and current_tokens + tokens > budget:
-            chunks.append("\n\n".join(current))
-            current, current_tokens = [], 0
-        current.append(part)
-        current_tokens += tokens
-    if current:
-        chunks.append("\n\n".join(current))
-    return chunks
+    return _pack(
+        parts,
+        budget=budget,
+        cost=lambda part: count(part) + 2,
+        separator="\n\n",
+        split=lambda part, _tokens: split_text(part, budget, count),
+    )
 
 
 def summary_prompt(
