@@ -58,6 +58,13 @@ SQLITE_MAGIC = b"SQLite format 3\x00"
 DEFAULT_BUSY_TIMEOUT = 5.0
 _CANDIDATES_SHOWN = 5
 _MAX_DEPTH = 100_000  # guards lineage walks against a hand-edited cycle
+# The session itself and every descendant, as a CTE named ``down`` (one ``?``: the session id).
+_DESCENDANTS = f"""WITH RECURSIVE down(id, depth) AS (
+                SELECT ?, 0
+                UNION
+                SELECT s.id, down.depth + 1 FROM sessions s JOIN down ON s.parent_id = down.id
+                WHERE down.depth < {_MAX_DEPTH}
+            )"""
 
 _SESSION_COLUMNS = (
     "id, parent_id, created_at, updated_at, model, title, workspace, status, message_count, "
@@ -398,12 +405,7 @@ class SqliteSessionStore:
     def _descendants(self, conn: sqlite3.Connection, session_id: str) -> list[Session]:
         rows = conn.execute(
             f"""
-            WITH RECURSIVE down(id, depth) AS (
-                SELECT ?, 0
-                UNION
-                SELECT s.id, down.depth + 1 FROM sessions s JOIN down ON s.parent_id = down.id
-                WHERE down.depth < {_MAX_DEPTH}
-            )
+            {_DESCENDANTS}
             SELECT {_S_COLUMNS} FROM sessions s JOIN down ON s.id = down.id
             """,
             (session_id,),
@@ -428,12 +430,7 @@ class SqliteSessionStore:
     def _newest_descendant(self, conn: sqlite3.Connection, session_id: str) -> Session:
         row = conn.execute(
             f"""
-            WITH RECURSIVE down(id, depth) AS (
-                SELECT ?, 0
-                UNION
-                SELECT s.id, down.depth + 1 FROM sessions s JOIN down ON s.parent_id = down.id
-                WHERE down.depth < {_MAX_DEPTH}
-            )
+            {_DESCENDANTS}
             SELECT {_S_COLUMNS} FROM sessions s JOIN down ON s.id = down.id
             WHERE NOT EXISTS (SELECT 1 FROM sessions c WHERE c.parent_id = s.id)
             ORDER BY s.updated_at DESC, s.created_at DESC, s.id DESC LIMIT 1
@@ -454,12 +451,7 @@ class SqliteSessionStore:
     def _history(self, conn: sqlite3.Connection, session_id: str) -> list[CompactionEntry]:
         rows = conn.execute(
             f"""
-            WITH RECURSIVE down(id, depth) AS (
-                SELECT ?, 0
-                UNION
-                SELECT s.id, down.depth + 1 FROM sessions s JOIN down ON s.parent_id = down.id
-                WHERE down.depth < {_MAX_DEPTH}
-            )
+            {_DESCENDANTS}
             SELECT {_COMPACTION_COLUMNS} FROM compactions
             WHERE parent_id IN (SELECT id FROM down) ORDER BY created_at, id
             """,
