@@ -7,6 +7,7 @@ missing file, a path outside the workspace or a failing command come back as
 
 from __future__ import annotations
 
+import abc
 import contextlib
 import json
 import os
@@ -150,7 +151,7 @@ class _InputError(Exception):
     """Bad tool input; its message goes back to the model as an error result."""
 
 
-class _CodingTool:
+class _CodingTool(abc.ABC):
     """Turns every failure inside ``_run`` into an error result."""
 
     name: str
@@ -174,8 +175,9 @@ class _CodingTool:
         except Exception as error:  # a tool's failure is information for the model, not a crash
             return ToolResult(f"{self.name} failed: {type(error).__name__}: {error}", is_error=True)
 
+    @abc.abstractmethod
     def _run(self, tool_input: Mapping[str, Any]) -> ToolResult:
-        raise NotImplementedError
+        """The tool's work; raise ``_InputError`` for bad input."""
 
 
 def _describe_os_error(error: OSError) -> str:
