@@ -11,25 +11,19 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from agentloop._anthropic import AnthropicModel
-    from agentloop._compacter import (
+    from agentloop._adapters.anthropic import AnthropicModel
+    from agentloop._adapters.tokens import Calibration, TokenEstimator
+    from agentloop._adapters.windows import ContextWindowResolver, ModelLimits
+    from agentloop._core.compacter import (
         CompactionResult,
         CompactionSettings,
         CompactionSummary,
         CompactionTransition,
         ConversationCompacter,
     )
-    from agentloop._context import CompactionDecision, ContextUsage, validate_threshold
-    from agentloop._errors import (
-        AgentloopError,
-        ConfigurationError,
-        MessageValidationError,
-        ModelError,
-        PromptTooLongError,
-    )
-    from agentloop._hooks import PreservedStateHook
-    from agentloop._loop import AgentLoop, ContextFullError, LoopEvents, TurnResult
-    from agentloop._messages import (
+    from agentloop._core.context import CompactionDecision, ContextUsage, validate_threshold
+    from agentloop._core.hooks import PreservedStateHook
+    from agentloop._core.messages import (
         Message,
         MessageParam,
         SummaryInfo,
@@ -39,54 +33,60 @@ if TYPE_CHECKING:
         to_params,
         validate_messages,
     )
-    from agentloop._model import AsyncModel, Model, ModelRequest, ModelResponse
-    from agentloop._strategies import choose_tail_start, prune_tool_outputs, sliding_window
-    from agentloop._tokens import Calibration, TokenEstimator
-    from agentloop._tool import FunctionTool, Tool, ToolResult
-    from agentloop._windows import ContextWindowResolver, ModelLimits
+    from agentloop._core.model import AsyncModel, Model, ModelRequest, ModelResponse
+    from agentloop._core.strategies import choose_tail_start, prune_tool_outputs, sliding_window
+    from agentloop._core.tool import FunctionTool, Tool, ToolResult
+    from agentloop._errors import (
+        AgentloopError,
+        ConfigurationError,
+        MessageValidationError,
+        ModelError,
+        PromptTooLongError,
+    )
+    from agentloop._loop.agent_loop import AgentLoop, ContextFullError, LoopEvents, TurnResult
 
 _EXPORTS: dict[str, str] = {
-    "AgentLoop": "agentloop._loop",
+    "AgentLoop": "agentloop._loop.agent_loop",
     "AgentloopError": "agentloop._errors",
-    "AnthropicModel": "agentloop._anthropic",
-    "AsyncModel": "agentloop._model",
-    "Calibration": "agentloop._tokens",
-    "CompactionDecision": "agentloop._context",
-    "CompactionResult": "agentloop._compacter",
-    "CompactionSettings": "agentloop._compacter",
-    "CompactionSummary": "agentloop._compacter",
-    "CompactionTransition": "agentloop._compacter",
+    "AnthropicModel": "agentloop._adapters.anthropic",
+    "AsyncModel": "agentloop._core.model",
+    "Calibration": "agentloop._adapters.tokens",
+    "CompactionDecision": "agentloop._core.context",
+    "CompactionResult": "agentloop._core.compacter",
+    "CompactionSettings": "agentloop._core.compacter",
+    "CompactionSummary": "agentloop._core.compacter",
+    "CompactionTransition": "agentloop._core.compacter",
     "ConfigurationError": "agentloop._errors",
-    "ContextFullError": "agentloop._loop",
-    "ContextUsage": "agentloop._context",
-    "ContextWindowResolver": "agentloop._windows",
-    "ConversationCompacter": "agentloop._compacter",
-    "FunctionTool": "agentloop._tool",
-    "LoopEvents": "agentloop._loop",
-    "Message": "agentloop._messages",
-    "MessageParam": "agentloop._messages",
+    "ContextFullError": "agentloop._loop.agent_loop",
+    "ContextUsage": "agentloop._core.context",
+    "ContextWindowResolver": "agentloop._adapters.windows",
+    "ConversationCompacter": "agentloop._core.compacter",
+    "FunctionTool": "agentloop._core.tool",
+    "LoopEvents": "agentloop._loop.agent_loop",
+    "Message": "agentloop._core.messages",
+    "MessageParam": "agentloop._core.messages",
     "MessageValidationError": "agentloop._errors",
-    "Model": "agentloop._model",
+    "Model": "agentloop._core.model",
     "ModelError": "agentloop._errors",
-    "ModelLimits": "agentloop._windows",
-    "ModelRequest": "agentloop._model",
-    "ModelResponse": "agentloop._model",
-    "PreservedStateHook": "agentloop._hooks",
+    "ModelLimits": "agentloop._adapters.windows",
+    "ModelRequest": "agentloop._core.model",
+    "ModelResponse": "agentloop._core.model",
+    "PreservedStateHook": "agentloop._core.hooks",
     "PromptTooLongError": "agentloop._errors",
-    "SummaryInfo": "agentloop._messages",
-    "TokenEstimator": "agentloop._tokens",
-    "Tool": "agentloop._tool",
-    "ToolResult": "agentloop._tool",
-    "TurnResult": "agentloop._loop",
-    "Usage": "agentloop._messages",
-    "as_messages": "agentloop._messages",
-    "choose_tail_start": "agentloop._strategies",
-    "is_safe_boundary": "agentloop._messages",
-    "prune_tool_outputs": "agentloop._strategies",
-    "sliding_window": "agentloop._strategies",
-    "to_params": "agentloop._messages",
-    "validate_messages": "agentloop._messages",
-    "validate_threshold": "agentloop._context",
+    "SummaryInfo": "agentloop._core.messages",
+    "TokenEstimator": "agentloop._adapters.tokens",
+    "Tool": "agentloop._core.tool",
+    "ToolResult": "agentloop._core.tool",
+    "TurnResult": "agentloop._loop.agent_loop",
+    "Usage": "agentloop._core.messages",
+    "as_messages": "agentloop._core.messages",
+    "choose_tail_start": "agentloop._core.strategies",
+    "is_safe_boundary": "agentloop._core.messages",
+    "prune_tool_outputs": "agentloop._core.strategies",
+    "sliding_window": "agentloop._core.strategies",
+    "to_params": "agentloop._core.messages",
+    "validate_messages": "agentloop._core.messages",
+    "validate_threshold": "agentloop._core.context",
 }
 
 

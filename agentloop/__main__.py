@@ -1,3 +1,3 @@
-from agentloop._cli import main
+from agentloop._cli.main import main
 
 raise SystemExit(main())

@@ -14,8 +14,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentloop._messages import ContentBlock, Message, Usage
-from agentloop._model import ModelRequest, ModelResponse, TextCallback
+from agentloop._core.messages import ContentBlock, Message, Usage
+from agentloop._core.model import ModelRequest, ModelResponse, TextCallback
 
 __all__ = [
     "FunctionModel",
@@ -70,7 +70,7 @@ class _RecordingModel:
 
     def _count(self, request: ModelRequest) -> int:
         if self._estimator is None:
-            from agentloop._tokens import TokenEstimator
+            from agentloop._adapters.tokens import TokenEstimator
 
             self._estimator = TokenEstimator()
         local = self._estimator.count_system(request.system) + self._estimator.count_tools(
@@ -102,7 +102,7 @@ class _RecordingModel:
     def _estimator_count_block(self, block: ContentBlock) -> int:
         message = Message("assistant", (block,))
         if self._estimator is None:
-            from agentloop._tokens import TokenEstimator
+            from agentloop._adapters.tokens import TokenEstimator
 
             self._estimator = TokenEstimator()
         return int(self._estimator.count_message(message))

@@ -30,10 +30,10 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from agentloop._compacter import CompactionResult, CompactionSettings, ConversationCompacter
-from agentloop._messages import ContentBlock, Message, Usage, validate_messages
-from agentloop._model import ModelRequest, ModelResponse, TextCallback
-from agentloop._tokens import TokenEstimator
+from agentloop._adapters.tokens import TokenEstimator
+from agentloop._core.compacter import CompactionResult, CompactionSettings, ConversationCompacter
+from agentloop._core.messages import ContentBlock, Message, Usage, validate_messages
+from agentloop._core.model import ModelRequest, ModelResponse, TextCallback
 from agentloop.testing import FunctionModel
 
 SIZES = (500, 1_000, 2_000, 4_000)

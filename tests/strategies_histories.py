@@ -22,10 +22,10 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from agentloop._compacter import CompactionSettings, ConversationCompacter
-from agentloop._messages import ContentBlock, Message, Usage
-from agentloop._model import ModelRequest, ModelResponse, TextCallback
-from agentloop._strategies import tool_result_text
+from agentloop._core.compacter import CompactionSettings, ConversationCompacter
+from agentloop._core.messages import ContentBlock, Message, Usage
+from agentloop._core.model import ModelRequest, ModelResponse, TextCallback
+from agentloop._core.strategies import tool_result_text
 
 WORDS = (
     "parse", "config", "retry", "cache", "token", "window", "session", "schema", "router",

@@ -28,7 +28,7 @@ from fake_anthropic import (
 )
 
 from agentloop import Message, ModelError, ModelRequest, PromptTooLongError
-from agentloop._anthropic import AnthropicModel, build_request_kwargs, fetch_model_limits
+from agentloop._adapters.anthropic import AnthropicModel, build_request_kwargs, fetch_model_limits
 from agentloop._errors import ConfigurationError
 
 MODEL = "claude-sonnet-4-6"
@@ -404,7 +404,7 @@ def test_fetch_model_limits_failures_are_model_errors(server: FakeAnthropicServe
 
 def test_importing_agentloop_does_not_import_anthropic() -> None:
     code = (
-        "import sys, json, agentloop, agentloop._cli, agentloop._anthropic\n"
+        "import sys, json, agentloop, agentloop._cli.main, agentloop._adapters.anthropic\n"
         "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] "
         "in ('anthropic', 'httpx', 'httpx2'))))"
     )

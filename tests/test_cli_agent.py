@@ -2,7 +2,7 @@
 
 The stdin-driven mode runs the real console script in a subprocess (``ANTHROPIC_BASE_URL`` points
 at the fake server, stdin is a pipe, so each line is one user turn). The other scenarios call
-the same entry point, ``agentloop._cli.main``, in-process with stdin replaced by a pipe-like
+the same entry point, ``agentloop._cli.main.main``, in-process with stdin replaced by a pipe-like
 text stream: identical code paths, without paying the SDK's import time for every case.
 """
 
@@ -29,7 +29,7 @@ from fake_anthropic import (
 )
 from test_loop import PREFIX_START, SUMMARY, Script, filler, first_text, request_text
 
-from agentloop._cli import main
+from agentloop._cli.main import main
 from sessions import SqliteSessionStore, open_store
 
 AGENTLOOP = Path(sys.executable).parent / "agentloop"

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from agentloop import Tool, ToolResult
-from agentloop import _coding_tools as ct
-from agentloop._coding_tools import (
+from agentloop._agent import tools as ct
+from agentloop._agent.tools import (
     TodoList,
     ToolHistory,
     ToolStateError,
@@ -28,7 +28,7 @@ from agentloop._coding_tools import (
     run_command_tool,
     terminal_consent,
 )
-from agentloop._tool import tool_definition
+from agentloop._core.tool import tool_definition
 
 SECRET = "top-secret-outside-the-workspace"
 

@@ -15,22 +15,22 @@ from typing import Any
 import pytest
 from strategies_histories import CharCounter
 
-from agentloop._compacter import (
+from agentloop._adapters.tokens import Calibration
+from agentloop._core.compacter import (
     CompactionSettings,
     CompactionTransition,
     ConversationCompacter,
 )
-from agentloop._errors import ConfigurationError, ModelError
-from agentloop._hooks import PreservedStateHook
-from agentloop._messages import (
+from agentloop._core.hooks import PreservedStateHook
+from agentloop._core.messages import (
     Message,
     Usage,
     as_messages,
     to_params,
     validate_messages,
 )
-from agentloop._model import ModelRequest
-from agentloop._tokens import Calibration
+from agentloop._core.model import ModelRequest
+from agentloop._errors import ConfigurationError, ModelError
 from agentloop.testing import FunctionModel, Reply, tool_call
 
 NOW = datetime(2026, 3, 1, 9, 30, tzinfo=UTC)

@@ -20,19 +20,19 @@ from strategies_histories import (
     original_count,
 )
 
-from agentloop._compacter import (
+from agentloop._core.compacter import (
     STRATEGIES,
     CompactionSettings,
     ConversationCompacter,
 )
-from agentloop._hooks import PreservedStateHook
-from agentloop._messages import (
+from agentloop._core.hooks import PreservedStateHook
+from agentloop._core.messages import (
     ContentBlock,
     Message,
     latest_user_request,
     validate_messages,
 )
-from agentloop._strategies import (
+from agentloop._core.strategies import (
     PRUNED_MARKER,
     choose_tail_start,
     prune_tool_outputs,

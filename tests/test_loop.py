@@ -39,9 +39,9 @@ from agentloop import (
     TurnResult,
     to_params,
 )
-from agentloop._context import CompactionDecision
-from agentloop._persist import from_record
-from agentloop._summarize import SUMMARIZER_SYSTEM
+from agentloop._adapters.store import from_record
+from agentloop._core.context import CompactionDecision
+from agentloop._core.summary import SUMMARIZER_SYSTEM
 from sessions import SqliteSessionStore, open_store
 
 MODEL = "claude-sonnet-4-6"

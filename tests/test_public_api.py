@@ -30,7 +30,7 @@ def test_every_public_name_resolves_lazily() -> None:
     # Names are re-exported from the private module that defines them, not copied.
     assert (
         agentloop.ConversationCompacter
-        is importlib.import_module("agentloop._compacter").ConversationCompacter
+        is importlib.import_module("agentloop._core.compacter").ConversationCompacter
     )
 
 

@@ -320,7 +320,7 @@ def test_console_script(seeded: Seeded) -> None:
 def test_sessions_commands_do_not_import_the_sdk(seeded: Seeded) -> None:
     code = (
         "import sys\n"
-        "from agentloop._cli import main\n"
+        "from agentloop._cli.main import main\n"
         "for argv in (['sessions', 'list', '--all', '--json'], ['sessions', 'tree', '--json']):\n"
         "    assert main(argv) == 0\n"
         "sdk = ('anthropic', 'httpx', 'httpx2')\n"

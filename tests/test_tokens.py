@@ -9,10 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from agentloop import _tokens
-from agentloop._errors import AgentloopError
-from agentloop._messages import Message
-from agentloop._tokens import (
+from agentloop._adapters import tokens as _tokens
+from agentloop._adapters.tokens import (
     MEDIA_BLOCK_TOKENS,
     Calibration,
     TokenEstimator,
@@ -20,6 +18,8 @@ from agentloop._tokens import (
     estimate,
     get_encoding,
 )
+from agentloop._core.messages import Message
+from agentloop._errors import AgentloopError
 
 
 @pytest.fixture
@@ -44,7 +44,7 @@ _NO_NETWORK_SCRIPT = textwrap.dedent(
     socket.create_connection = refuse
     socket.getaddrinfo = refuse
 
-    from agentloop._tokens import TokenEstimator, get_encoding
+    from agentloop._adapters.tokens import TokenEstimator, get_encoding
 
     count = TokenEstimator().count_text("hello world")
     offline_attempts = len(attempts)

@@ -7,8 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from agentloop._errors import ConfigurationError
-from agentloop._windows import (
+from agentloop._adapters.windows import (
     BUILTIN_LIMITS,
     DEFAULT_CONTEXT_WINDOW,
     DEFAULT_MAX_OUTPUT_TOKENS,
@@ -16,6 +15,7 @@ from agentloop._windows import (
     ModelLimits,
     base_model_id,
 )
+from agentloop._errors import ConfigurationError
 
 NOW = datetime(2026, 1, 10, 12, 0, tzinfo=UTC)
 

@@ -13,9 +13,9 @@ import threading
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from agentloop._core.messages import ContentBlock, Usage, to_params
+from agentloop._core.model import ModelRequest, ModelResponse, TextCallback
 from agentloop._errors import ConfigurationError, ModelError, PromptTooLongError
-from agentloop._messages import ContentBlock, Usage, to_params
-from agentloop._model import ModelRequest, ModelResponse, TextCallback
 
 if TYPE_CHECKING:
     import anthropic

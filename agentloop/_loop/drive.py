@@ -11,7 +11,7 @@ import asyncio
 from collections.abc import Awaitable, Callable, Generator
 from typing import Any, TypeVar
 
-from agentloop._model import AsyncModel, Model, ModelRequest, ModelResponse, TextCallback
+from agentloop._core.model import AsyncModel, Model, ModelRequest, ModelResponse, TextCallback
 
 T = TypeVar("T")
 E = TypeVar("E")

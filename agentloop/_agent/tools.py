@@ -26,8 +26,8 @@ from typing import IO, Any, Literal, TextIO
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
+from agentloop._core.tool import Tool, ToolResult
 from agentloop._errors import AgentloopError
-from agentloop._tool import Tool, ToolResult
 
 __all__ = [
     "TodoItem",

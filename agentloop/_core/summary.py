@@ -8,9 +8,9 @@ import json
 from collections.abc import Callable, Generator, Sequence
 from typing import Any
 
-from agentloop._messages import Message
-from agentloop._model import ModelRequest, ModelResponse
-from agentloop._strategies import tool_result_text
+from agentloop._core.messages import Message
+from agentloop._core.model import ModelRequest, ModelResponse
+from agentloop._core.strategies import tool_result_text
 
 SECTIONS = (
     "Goal",

@@ -10,12 +10,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
-from agentloop._cli import DEFAULT_MODEL
-from agentloop._compacter import CompactionSettings, CompactionTransition
-from agentloop._context import CompactionDecision
+from agentloop._cli.main import DEFAULT_MODEL
+from agentloop._core.compacter import CompactionSettings, CompactionTransition
+from agentloop._core.context import CompactionDecision
+from agentloop._core.tool import ToolResult
 from agentloop._errors import AgentloopError, ConfigurationError
-from agentloop._loop import LoopEvents
-from agentloop._tool import ToolResult
+from agentloop._loop.agent_loop import LoopEvents
 
 HELP_TEXT = """\
 Commands:
@@ -170,7 +170,7 @@ def run_agent(args: argparse.Namespace, *, stdin: TextIO | None = None) -> int:
     base_url = os.environ.get("ANTHROPIC_BASE_URL")
     if not api_key and not base_url:
         raise ConfigurationError(_no_key_message())
-    from agentloop._anthropic import AnthropicModel, fetch_model_limits
+    from agentloop._adapters.anthropic import AnthropicModel, fetch_model_limits
 
     model = AnthropicModel(api_key=api_key or "no-key", base_url=base_url)
     model_name = args.model or DEFAULT_MODEL
@@ -235,9 +235,9 @@ def _run_session(
     settings: CompactionSettings | None,
     echo_input: bool,
 ) -> int:
-    from agentloop._agent import CodingAgent
-    from agentloop._coding_tools import always_allow, never_allow, terminal_consent
-    from agentloop._windows import ContextWindowResolver
+    from agentloop._adapters.windows import ContextWindowResolver
+    from agentloop._agent.agent import CodingAgent
+    from agentloop._agent.tools import always_allow, never_allow, terminal_consent
     from sessions import default_store_path
 
     resolver = ContextWindowResolver(
@@ -344,7 +344,7 @@ def _slash(agent: Any, text: str) -> bool:
         if transition is None and not compacter.last_outcome and compacter.last_decision:
             print(f"Nothing compacted: {compacter.last_decision.reason}", file=sys.stderr)
     elif command == "/sessions":
-        from agentloop._cli import main
+        from agentloop._cli.main import main
 
         main(["sessions", "list", "--workspace", str(agent.workspace)])
     else:

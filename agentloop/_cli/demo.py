@@ -15,7 +15,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from agentloop._compacter import CompactionSettings
+from agentloop._core.compacter import CompactionSettings
 from agentloop.testing import Reply, ScriptedModel, text_reply, tool_call, tool_reply
 
 DEMO_MODEL = "claude-sonnet-5-5"
@@ -203,9 +203,9 @@ What was the original bug?
 
 def run_demo(args: argparse.Namespace) -> int:
     """Run the scripted session; print the lineage tree at the end."""
-    from agentloop._cli import main
-    from agentloop._cli_agent import _session
-    from agentloop._coding_tools import always_allow
+    from agentloop._agent.tools import always_allow
+    from agentloop._cli.main import main
+    from agentloop._cli.repl import _session
 
     workspace = Path(tempfile.mkdtemp(prefix="agentloop-demo-"))
     try:

@@ -6,12 +6,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from agentloop._compacter import CompactionSettings, ConversationCompacter
-from agentloop._hooks import PreservedStateHook
-from agentloop._loop import AgentLoop, LoopEvents, TurnResult
-from agentloop._messages import Message
-from agentloop._model import AsyncModel, Model, ModelResponse
-from agentloop._tool import ToolResult
+from agentloop._core.compacter import CompactionSettings, ConversationCompacter
+from agentloop._core.hooks import PreservedStateHook
+from agentloop._core.messages import Message
+from agentloop._core.model import AsyncModel, Model, ModelResponse
+from agentloop._core.tool import ToolResult
+from agentloop._loop.agent_loop import AgentLoop, LoopEvents, TurnResult
 
 SYSTEM_PROMPT = """\
 You are agentloop, a careful and competent coding agent working in the user's project \
@@ -94,8 +94,8 @@ class CodingAgent:
         resume_id: str | None = None,
         max_tokens: int = 8192,
     ) -> None:
-        from agentloop._coding_tools import TodoList, ToolHistory, coding_tools
-        from agentloop._tokens import Calibration
+        from agentloop._adapters.tokens import Calibration
+        from agentloop._agent.tools import TodoList, ToolHistory, coding_tools
 
         self.store = store
         self.workspace = workspace
@@ -104,7 +104,7 @@ class CodingAgent:
         messages: list[Message] = []
         calibration = Calibration()
         if resume_id is not None:
-            from agentloop._persist import from_record
+            from agentloop._adapters.store import from_record
 
             session = store.get_session(resume_id)
             messages = [from_record(r) for r in store.get_messages(session.id)]

@@ -11,8 +11,8 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
-from agentloop._messages import Message, Usage
-from agentloop._validation import validate_threshold, validate_window
+from agentloop._core.messages import Message, Usage
+from agentloop._core.validation import validate_threshold, validate_window
 
 __all__ = [
     "CompactionDecision",

@@ -6,8 +6,8 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from agentloop._core.validation import validate_threshold
 from agentloop._errors import AgentloopError, ConfigurationError
-from agentloop._validation import validate_threshold
 
 EXIT_USAGE = 2
 DEFAULT_MODEL = "claude-sonnet-5-5"
@@ -20,7 +20,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from agentloop import _cli_sessions
+    from agentloop._cli import sessions as _cli_sessions
 
     parser = _Parser(
         prog="agentloop",
@@ -100,14 +100,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         if args.command == "sessions":
-            from agentloop import _cli_sessions
+            from agentloop._cli import sessions as _cli_sessions
 
             return _cli_sessions.run(args)
         if args.command == "demo":
-            from agentloop._demo import run_demo
+            from agentloop._cli.demo import run_demo
 
             return run_demo(args)
-        from agentloop._cli_agent import run_agent
+        from agentloop._cli.repl import run_agent
 
         return run_agent(args)
     except AgentloopError as error:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentloop._messages import Message, MessageParam, SummaryInfo, Usage
+from agentloop._core.messages import Message, MessageParam, SummaryInfo, Usage
 from sessions import NewMessage, StoredMessage
 
 

@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from agentloop._messages import ContentBlock, Message, Usage
+from agentloop._core.messages import ContentBlock, Message, Usage
 
 TextCallback = Callable[[str], None]
 

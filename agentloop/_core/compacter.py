@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, InstanceOf
 
-from agentloop._context import (
+from agentloop._core.context import (
     DEFAULT_THRESHOLD,
     Calibrator,
     CompactionDecision,
@@ -26,10 +26,8 @@ from agentloop._context import (
     validate_threshold,
     validate_window,
 )
-from agentloop._drive import acall, adrive, call, drive
-from agentloop._errors import ConfigurationError
-from agentloop._hooks import PreservedStateHook, run_hooks
-from agentloop._messages import (
+from agentloop._core.hooks import PreservedStateHook, run_hooks
+from agentloop._core.messages import (
     Message,
     MessageParam,
     SummaryInfo,
@@ -38,8 +36,8 @@ from agentloop._messages import (
     to_params,
     validate_messages,
 )
-from agentloop._model import AsyncModel, Model, ModelRequest, ModelResponse
-from agentloop._strategies import (
+from agentloop._core.model import AsyncModel, Model, ModelRequest, ModelResponse
+from agentloop._core.strategies import (
     Split,
     assemble,
     build_prefix,
@@ -48,7 +46,9 @@ from agentloop._strategies import (
     prune_tool_outputs,
     window_note,
 )
-from agentloop._summarize import digest, summarize_steps
+from agentloop._core.summary import digest, summarize_steps
+from agentloop._errors import ConfigurationError
+from agentloop._loop.drive import acall, adrive, call, drive
 
 StrategyName = Literal["auto", "summarize", "sliding_window", "prune", "none"]
 STRATEGIES: tuple[StrategyName, ...] = ("auto", "summarize", "sliding_window", "prune", "none")
@@ -212,7 +212,7 @@ class ConversationCompacter:
     @property
     def counter(self) -> TokenCounter:
         if self._counter is None:
-            from agentloop._tokens import TokenEstimator
+            from agentloop._adapters.tokens import TokenEstimator
 
             self._counter = TokenEstimator()
         return self._counter

@@ -14,13 +14,13 @@ from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentloop import _drive
-from agentloop._compacter import CompactionTransition, ConversationCompacter
-from agentloop._context import CompactionDecision
+from agentloop._core.compacter import CompactionTransition, ConversationCompacter
+from agentloop._core.context import CompactionDecision
+from agentloop._core.messages import ContentBlock, Message, validate_messages
+from agentloop._core.model import AsyncModel, Model, ModelRequest, ModelResponse
+from agentloop._core.tool import Tool, ToolResult, tool_definition
 from agentloop._errors import AgentloopError, PromptTooLongError
-from agentloop._messages import ContentBlock, Message, validate_messages
-from agentloop._model import AsyncModel, Model, ModelRequest, ModelResponse
-from agentloop._tool import Tool, ToolResult, tool_definition
+from agentloop._loop import drive as _drive
 
 
 class ContextFullError(AgentloopError):
@@ -274,7 +274,7 @@ class AgentLoop:
     def _apply(self, transition: CompactionTransition, *, emergency: bool) -> None:
         """Swap in the compacted history under the child session, saving the child."""
         if self.store is not None:
-            from agentloop._persist import to_record
+            from agentloop._adapters.store import to_record
 
             summary = transition.summary
             self.store.transition(
@@ -296,7 +296,7 @@ class AgentLoop:
             message = message.with_tokens(self.compacter.count(message))
         self.messages.append(message)
         if self.store is not None:
-            from agentloop._persist import to_record
+            from agentloop._adapters.store import to_record
 
             self.store.append_messages(self.session_id, [to_record(message)])
 

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from agentloop._core.messages import Message
 from agentloop._errors import AgentloopError
-from agentloop._messages import Message
 
 if TYPE_CHECKING:
     import tiktoken

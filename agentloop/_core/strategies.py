@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from agentloop._messages import ContentBlock, Message, SummaryInfo, latest_user_request
+from agentloop._core.messages import ContentBlock, Message, SummaryInfo, latest_user_request
 
 TokenCount = Callable[[Message], int]
 
