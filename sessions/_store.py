@@ -3,6 +3,11 @@
 Every method that takes a session id accepts a full id or a unique prefix of at least 4
 characters and raises :class:`InvalidSessionIdError`, :class:`SessionNotFoundError` or
 :class:`AmbiguousSessionIdError` accordingly.
+
+A new backend implements the seed's ``compact`` and ``get_compaction_record`` by delegating to
+:func:`sessions._compaction.compact` / :func:`sessions._compaction.get_compaction_record` with a
+factory of its write (read) transactions seen as a ``LineageTransaction``; its behaviour is
+pinned by the contract suite in ``tests/test_store_contract.py``.
 """
 
 from __future__ import annotations
@@ -51,8 +56,13 @@ class SessionStore(Protocol):
         title: str | None = None,
         parent_id: str | None = None,
         metadata: Mapping[str, Any] | None = None,
+        session_id: str | None = None,
     ) -> Session:
-        """Create an active session; ``parent_id`` forks from an existing session."""
+        """Create an active session; ``parent_id`` forks from an existing session.
+
+        ``session_id`` (a full id) lets the caller allocate the id first and create the row
+        lazily; :class:`InvalidSessionIdError` if it is malformed or already taken.
+        """
         ...
 
     def get_session(self, session_id: str) -> Session:
@@ -141,7 +151,10 @@ class SessionStore(Protocol):
     def compact(
         self, session_id: str, strategy: CompactionStrategy, summary: str | None = None
     ) -> CompactionRecord:
-        """Compact the conversation ``session_id`` belongs to, at its newest descendant."""
+        """Compact the conversation ``session_id`` belongs to, at its newest descendant.
+
+        The read of the newest descendant's messages and the transition are one atomic unit:
+        no other writer appends to that session or compacts the lineage in between."""
         ...
 
     def get_compaction_record(self, session_id: str) -> CompactionRecord:

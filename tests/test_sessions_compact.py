@@ -1,80 +1,28 @@
-"""Seed compaction semantics: NONE, sliding_window(n), SUMMARIZE; never destructive."""
+"""The seed strategies as values, and the one pair-safe cut rule (``sessions.pair_safe_cut``).
+
+What ``compact`` does to a store is pinned by the contract suite (``test_store_contract.py``).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sessions import (
-    CompactionError,
-    CompactionStrategy,
-    NewMessage,
-    SqliteSessionStore,
-    open_store,
-)
-from sessions._compaction import has_tool_result, sliding_window_start
+import sessions
+from sessions import CompactionError, CompactionStrategy, NewMessage, StoredMessage
+from sessions._compaction import sliding_window_start
+from sessions._cut import has_tool_result, pair_safe_cut
 
 SLIDING = CompactionStrategy.sliding_window
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = datetime(2025, 3, 1, 9, 0, tzinfo=UTC)
-
-    def __call__(self) -> datetime:
-        self.now += timedelta(seconds=1)
-        return self.now
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[SqliteSessionStore]:
-    with open_store(tmp_path / "sessions.db", clock=Clock()) as opened:
-        yield opened
-
-
-def text(role: str, value: str, tokens: int | None = 10) -> NewMessage:
-    return NewMessage(
-        role=role,  # type: ignore[arg-type]
-        content=[{"type": "text", "text": value}],
-        token_estimate=tokens,
-    )
-
-
-def tool_call(call_id: str) -> NewMessage:
-    return NewMessage(
-        role="assistant",
-        content=[{"type": "tool_use", "id": call_id, "name": "read", "input": {"p": call_id}}],
-        token_estimate=10,
-    )
-
-
-def tool_result(call_id: str) -> NewMessage:
-    return NewMessage(
-        role="user",
-        content=[{"type": "tool_result", "tool_use_id": call_id, "content": "data"}],
-        token_estimate=10,
-    )
-
-
-def plain(n: int) -> list[NewMessage]:
-    return [text("user" if i % 2 == 0 else "assistant", f"m{i}") for i in range(n)]
-
-
-def new_session(store: SqliteSessionStore, messages: list[NewMessage]) -> str:
-    session = store.create_session(model="m", workspace="/w")
-    store.append_messages(session.id, messages)
-    return session.id
-
-
-def texts(store: SqliteSessionStore, session_id: str) -> list[Any]:
-    blocks = [m.content[0] for m in store.get_messages(session_id)]
-    return [b.get("text") or b.get("id") or b.get("tool_use_id") for b in blocks]
+REPO = Path(__file__).resolve().parents[1]
 
 
 def test_strategies_are_obvious_values() -> None:
@@ -87,146 +35,70 @@ def test_strategies_are_obvious_values() -> None:
             SLIDING(bad)  # type: ignore[arg-type]
     with pytest.raises(CompactionError):
         CompactionStrategy("truncate")  # type: ignore[arg-type]
-
-
-def test_none_changes_nothing_but_is_counted(store: SqliteSessionStore) -> None:
-    sid = new_session(store, plain(6))
-    before = store.get_messages(sid)
-    first = store.compact(sid, CompactionStrategy.NONE)
-    second = store.compact(sid, CompactionStrategy.NONE)
-    assert (first.compaction_count, second.compaction_count) == (1, 2)
-    assert second.last_compacted_at is not None
-    assert first.last_compacted_at is not None
-    assert second.last_compacted_at > first.last_compacted_at
-    assert second.session_id == sid
-    assert second.message_count == 6
-    assert store.get_messages(sid) == before
-    assert store.children(sid) == []
-    assert store.get_session(sid).status == "active"
-    assert [e.child_id for e in store.compaction_history(sid)] == [None, None]
-
-
-def test_sliding_window_continues_with_the_last_n(store: SqliteSessionStore) -> None:
-    sid = new_session(store, plain(10))
-    before = store.get_messages(sid)
-    record = store.compact(sid, SLIDING(4))
-    assert record.compaction_count == 1
-    assert record.message_count == 4
-    assert record.session_id != sid
-    child = store.get_session(record.session_id)  # type: ignore[arg-type]
-    assert child.parent_id == sid
-    assert texts(store, child.id) == ["m6", "m7", "m8", "m9"]
-    # The originals stay readable in the parent.
-    assert store.get_messages(sid) == before
-    assert store.get_session(sid).status == "compacted"
-    [entry] = store.compaction_history(sid)
-    assert (entry.strategy, entry.messages_before, entry.messages_after) == (
-        "sliding_window(4)",
-        10,
-        4,
-    )
-    assert (entry.tokens_before, entry.tokens_after) == (100, 40)
-
-
-def test_sliding_window_moves_the_cut_past_tool_results(store: SqliteSessionStore) -> None:
-    messages = [
-        text("user", "fix the bug"),
-        tool_call("a"),
-        tool_result("a"),
-        tool_call("b"),
-        tool_result("b"),
-        text("assistant", "fixed"),
-        text("user", "now the tests"),
-        tool_call("c"),
-        tool_result("c"),
-        text("assistant", "green"),
-    ]
-    sid = new_session(store, messages)
-    # The last 5 would start at tool_result "b": the cut moves to "now the tests".
-    record = store.compact(sid, SLIDING(6))
-    assert texts(store, record.session_id) == ["now the tests", "c", "c", "green"]  # type: ignore[arg-type]
-    kept = store.get_messages(record.session_id)  # type: ignore[arg-type]
-    assert kept[0].role == "user" and not has_tool_result(kept[0])
-
-
-def test_sliding_window_larger_than_the_session_keeps_everything(
-    store: SqliteSessionStore,
-) -> None:
-    sid = new_session(store, plain(3))
-    record = store.compact(sid, SLIDING(50))
-    assert texts(store, record.session_id) == ["m0", "m1", "m2"]  # type: ignore[arg-type]
-
-
-def test_sliding_window_without_a_clean_start_is_refused(store: SqliteSessionStore) -> None:
-    sid = new_session(store, [text("user", "go"), tool_call("a"), tool_result("a"), tool_call("b")])
-    with pytest.raises(CompactionError, match="no user message without tool_result"):
-        store.compact(sid, SLIDING(3))
-    assert store.get_compaction_record(sid).compaction_count == 0
-    assert store.children(sid) == []
-
-
-def test_summarize_needs_a_summary(store: SqliteSessionStore) -> None:
-    sid = new_session(store, plain(4))
-    for summary in (None, "", "   "):
-        with pytest.raises(CompactionError, match="needs a summary"):
-            store.compact(sid, CompactionStrategy.SUMMARIZE, summary=summary)
-    assert store.get_compaction_record(sid).compaction_count == 0
-    assert store.get_session(sid).status == "active"
-
-
-def test_summarize_continues_with_one_user_message(store: SqliteSessionStore) -> None:
-    sid = new_session(store, plain(8))
-    record = store.compact(sid, CompactionStrategy.SUMMARIZE, summary="We fixed the parser.")
-    assert record.summary == "We fixed the parser."
-    assert record.message_count == 1
-    [message] = store.get_messages(record.session_id)  # type: ignore[arg-type]
-    assert message.to_param() == {
-        "role": "user",
-        "content": [{"type": "text", "text": "We fixed the parser."}],
-    }
-    assert len(store.get_messages(sid)) == 8
-
-
-def test_summarize_waits_for_pending_tool_results(store: SqliteSessionStore) -> None:
-    sid = new_session(store, [text("user", "go"), tool_call("a")])
-    with pytest.raises(CompactionError, match="awaits its tool_result"):
-        store.compact(sid, CompactionStrategy.SUMMARIZE, summary="s")
-
-
-def test_repeated_calls_compact_the_conversation_where_it_continues(
-    store: SqliteSessionStore,
-) -> None:
-    sid = new_session(store, plain(12))
-    first = store.compact(sid, SLIDING(6))
-    second = store.compact(sid, SLIDING(4))
-    third = store.compact(sid, CompactionStrategy.SUMMARIZE, summary="short")
-    fourth = store.compact(sid, CompactionStrategy.NONE)
-    assert [r.compaction_count for r in (first, second, third, fourth)] == [1, 2, 3, 4]
-    assert [r.message_count for r in (first, second, third, fourth)] == [6, 4, 1, 1]
-    assert fourth.summary == "short"  # kept by a later compaction without one
-    assert fourth.session_id == third.session_id
-    lineage = store.lineage(sid)
-    assert len(lineage) == 4
-    assert [s.message_count for s in lineage] == [12, 6, 4, 1]
-    # Every member sees the same state across the lineage.
-    for member in lineage:
-        assert store.get_compaction_record(member.id) == fourth
-    assert texts(store, lineage[1].id) == [f"m{i}" for i in range(6, 12)]
-
-
-def test_compact_refuses_something_that_is_not_a_strategy(store: SqliteSessionStore) -> None:
-    sid = new_session(store, plain(2))
     with pytest.raises(CompactionError):
-        store.compact(sid, "summarize")  # type: ignore[arg-type]
+        CompactionStrategy("summarize", 3)
 
 
-# ------------------------------------------------------------------ property
+# ------------------------------------------------------------------ the cut rule
 
 
+@dataclass(frozen=True)
 class Msg:
-    def __init__(self, role: str, content: list[dict[str, Any]]) -> None:
-        self.role = role
-        self.content = content
+    role: str
+    content: Sequence[Mapping[str, Any]] = field(default_factory=list)
+
+
+def say(role: str) -> Msg:
+    return Msg(role, [{"type": "text", "text": role}])
+
+
+def test_pair_safe_cut_with_the_user_first() -> None:
+    messages = [
+        say("user"),
+        Msg("assistant", [{"type": "tool_use", "id": "a"}]),
+        Msg("user", [{"type": "tool_result", "tool_use_id": "a"}]),
+        say("assistant"),
+        say("user"),
+    ]
+    assert pair_safe_cut(messages, 0, first_role="user") == 0
+    assert pair_safe_cut(messages, 1, first_role="user") == 4  # skips the tool_result
+    assert pair_safe_cut(messages, 5, first_role="user") is None
+    assert pair_safe_cut(messages[:4], 1, first_role="user") is None
+
+
+def test_pair_safe_cut_with_the_assistant_first() -> None:
+    messages = [
+        say("user"),
+        Msg("assistant", [{"type": "tool_use", "id": "a"}]),
+        Msg("user", [{"type": "tool_result", "tool_use_id": "a"}]),
+        say("assistant"),
+    ]
+    assert pair_safe_cut(messages, 0, first_role="assistant") == 1
+    assert pair_safe_cut(messages, 2, first_role="assistant") == 3
+    assert pair_safe_cut(messages, 4, first_role="assistant") is None
+
+
+def test_pair_safe_cut_refuses_nonsense() -> None:
+    with pytest.raises(ValueError):
+        pair_safe_cut([say("user")], -1, first_role="user")
+    with pytest.raises(ValueError):
+        pair_safe_cut([say("user")], 0, first_role="system")  # type: ignore[arg-type]
+
+
+def test_both_message_types_fit_the_rule() -> None:
+    """Typed use by both sides (mypy checks the calls): agentloop's Message and StoredMessage."""
+    from agentloop import Message
+
+    ours = [Message.user("hi"), Message.assistant("hello")]
+    stored = [
+        StoredMessage.model_construct(
+            session_id="x", seq=0, role="assistant", content=[{"type": "text", "text": "a"}]
+        )
+    ]
+    assert pair_safe_cut(ours, 0, first_role="assistant") == 1
+    assert pair_safe_cut(stored, 0, first_role="assistant") == 0
+    new: list[NewMessage] = [NewMessage(role="user", content=[])]
+    assert pair_safe_cut(new, 0, first_role="user") == 0
 
 
 @st.composite
@@ -245,6 +117,28 @@ def tool_conversations(draw: st.DrawFn) -> list[Msg]:
     return messages
 
 
+def assert_pairs_kept(kept: Sequence[Msg]) -> None:
+    for index, message in enumerate(kept):
+        for block in message.content:
+            if block["type"] == "tool_result":
+                asked = [b.get("id") for b in kept[index - 1].content] if index else []
+                assert block["tool_use_id"] in asked
+
+
+@given(tool_conversations(), st.data(), st.sampled_from(["user", "assistant"]))
+def test_a_pair_safe_cut_never_orphans_a_tool_result(
+    messages: list[Msg], data: st.DataObject, first_role: Literal["user", "assistant"]
+) -> None:
+    start = data.draw(st.integers(0, len(messages)))
+    cut = pair_safe_cut(messages, start, first_role=first_role)
+    candidates = range(start, len(messages) if cut is None else cut)
+    # The cut is the first clean one: nothing clean was skipped.
+    assert all(messages[i].role != first_role or has_tool_result(messages[i]) for i in candidates)
+    if cut is not None:
+        assert messages[cut].role == first_role and not has_tool_result(messages[cut])
+        assert_pairs_kept(messages[cut:])
+
+
 @given(tool_conversations(), st.integers(1, 40))
 def test_no_kept_tool_result_loses_its_tool_use(messages: list[Msg], window: int) -> None:
     start = sliding_window_start(messages, window)
@@ -258,11 +152,36 @@ def test_no_kept_tool_result_loses_its_tool_use(messages: list[Msg], window: int
         return
     assert len(kept) <= window
     assert kept[0].role == "user" and not has_tool_result(kept[0])
-    for index, message in enumerate(kept):
-        for block in message.content:
-            if block["type"] == "tool_result":
-                asked = [b.get("id") for b in kept[index - 1].content] if index else []
-                assert block["tool_use_id"] in asked
+    assert_pairs_kept(kept)
     # The cut is as late as it needs to be, no later: nothing clean was skipped.
     skipped = messages[len(messages) - min(window, len(messages)) : start]
     assert all(m.role != "user" or has_tool_result(m) for m in skipped)
+
+
+# ------------------------------------------------------------------ a light import
+
+
+def test_the_cut_rule_loads_neither_the_store_nor_its_dependencies() -> None:
+    """agentloop's pure core imports ``pair_safe_cut``: that must not drag in the store."""
+    probe = (
+        "import sys, sessions; sessions.pair_safe_cut; "
+        "from sessions import pair_safe_cut; import sessions._cut; "
+        "print(' '.join(sorted(m for m in sys.modules "
+        "if m in ('sqlite3', 'pydantic') or m.startswith('sessions.'))))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    assert result.stdout.split() == ["sessions._cut"]
+    # And the other names still resolve, lazily, to the objects their modules define.
+    from sessions import _sqlite
+
+    assert sessions.SqliteSessionStore is _sqlite.SqliteSessionStore
+    assert "pair_safe_cut" in dir(sessions)
+    with pytest.raises(AttributeError, match="NoSuchThing"):
+        sessions.NoSuchThing  # type: ignore[attr-defined]  # noqa: B018

@@ -1,0 +1,208 @@
+"""The SQLite store's file: create it whole, refuse a foreign or damaged one, connect, migrate,
+and map SQLite's errors onto the one-line :class:`SessionError` family.
+
+A file that is not an agentloop store is refused before SQLite may write to it.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from contextlib import suppress
+from pathlib import Path
+
+from sessions import _migrations
+from sessions._errors import SessionError, StoreBusyError, StoreCorruptError, StoreError
+from sessions._paths import FILE_MODE, ensure_private_dir
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+def check_header(path: Path) -> None:
+    """Refuse, without opening it with SQLite, a file that cannot be an intact SQLite database."""
+    try:
+        with open(path, "rb") as handle:
+            header = handle.read(100)
+        size = path.stat().st_size
+    except OSError as error:
+        raise StoreError(f"cannot read session store {path}: {error.strerror}", path=path) from None
+    problem = None
+    if not header:
+        problem = "the file is empty"
+    elif not header.startswith(SQLITE_MAGIC):
+        problem = "the file is not a SQLite database"
+    elif len(header) < 100:
+        problem = "the SQLite header is truncated"
+    else:
+        page_size = int.from_bytes(header[16:18], "big")
+        page_size = 65536 if page_size == 1 else page_size
+        if (
+            page_size < 512
+            or page_size & (page_size - 1)
+            or header[18] not in (1, 2)
+            or header[19] not in (1, 2)
+            or header[21:24] != b"\x40\x20\x20"
+        ):
+            problem = "the SQLite header is damaged"
+        elif size % page_size:
+            problem = "the file is truncated"
+    if problem:
+        raise StoreCorruptError(
+            f"{path} is not a valid agentloop session store ({problem}); "
+            "it was left untouched — move it away or pass another store path",
+            path=path,
+        )
+
+
+def map_error(error: sqlite3.Error, path: Path, busy_timeout: float) -> SessionError:
+    """The one-line :class:`SessionError` a user sees for a SQLite error."""
+    text = str(error)
+    lowered = text.lower()
+    if isinstance(error, sqlite3.OperationalError) and ("locked" in lowered or "busy" in lowered):
+        held = (
+            f"kept it locked for more than {busy_timeout:g}s"
+            if busy_timeout > 0
+            else "holds its write lock"
+        )
+        return StoreBusyError(
+            f"session store {path} is busy: another process {held}; try again", path=path
+        )
+    if isinstance(error, sqlite3.ProgrammingError) and "closed" in lowered:
+        return StoreError(f"session store {path} is closed", path=path)
+    if isinstance(error, sqlite3.OperationalError | sqlite3.IntegrityError):
+        return StoreError(f"session store {path}: {text}", path=path)
+    return StoreCorruptError(
+        f"{path} is not a valid agentloop session store ({text}); "
+        "it was left untouched — move it away or pass another store path",
+        path=path,
+    )
+
+
+def _connect(path: Path, busy_timeout: float) -> sqlite3.Connection:
+    conn = sqlite3.connect(
+        str(path), timeout=busy_timeout, isolation_level=None, check_same_thread=False
+    )
+    conn.execute("PRAGMA foreign_keys = ON")
+    conn.execute("PRAGMA synchronous = FULL")
+    return conn
+
+
+def _temporary_name(path: Path) -> str:
+    return f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
+
+
+def _remove_stale_temporaries(path: Path) -> None:
+    """Remove what a creator killed mid-way left behind (its process is gone)."""
+    try:
+        candidates = list(path.parent.glob(f".{path.name}.*.tmp*"))
+    except OSError:
+        return
+    for candidate in candidates:
+        parts = candidate.name[len(path.name) + 2 :].split(".")
+        if not parts[0].isdigit() or int(parts[0]) == os.getpid():
+            continue
+        try:
+            os.kill(int(parts[0]), 0)
+        except ProcessLookupError:
+            with suppress(OSError):
+                candidate.unlink()
+        except OSError:
+            continue  # alive under another user, or unknowable: leave it
+
+
+def _create_store(path: Path) -> None:
+    """Build a complete store beside ``path`` and link it into place.
+
+    The store appears at ``path`` only once fully initialized, so a crash during creation never
+    leaves a half-made file behind (and an empty file is never mistaken for a store).
+    """
+    temporary = path.with_name(_temporary_name(path))
+    descriptor = os.open(temporary, os.O_CREAT | os.O_EXCL | os.O_WRONLY, FILE_MODE)
+    os.close(descriptor)
+    os.chmod(temporary, FILE_MODE)  # the umask may have narrowed it; never let it widen.
+    try:
+        conn = sqlite3.connect(str(temporary), isolation_level=None)
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("BEGIN IMMEDIATE")
+            _migrations.apply_pending(conn)
+            conn.execute("COMMIT")
+        finally:
+            conn.close()
+        try:
+            os.link(temporary, path)
+        except FileExistsError:
+            pass  # another process created the store first: use theirs.
+        except OSError:
+            # No hard links on this file system: a rename could replace a store created in
+            # the meantime, so only rename onto a path that is still free.
+            if not path.exists():
+                os.replace(temporary, path)
+    finally:
+        for suffix in ("", "-wal", "-shm", "-journal"):
+            with suppress(FileNotFoundError):
+                os.unlink(f"{temporary}{suffix}")
+
+
+def _prepare(conn: sqlite3.Connection, path: Path) -> None:
+    """Refuse a foreign database; apply pending migrations (nothing is written otherwise)."""
+    tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    if tables and _migrations.MIGRATIONS_TABLE not in tables:
+        raise StoreCorruptError(
+            f"{path} is a SQLite database but not an agentloop session store; "
+            "it was left untouched — pass another store path",
+            path=path,
+        )
+    if tables and not _migrations.pending_migrations(conn):
+        return  # the common case: nothing to write.
+    if not tables:
+        # An empty SQLite file becomes a store: make it as private as one created here.
+        os.chmod(path, FILE_MODE)
+    mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
+    if str(mode).lower() != "wal":
+        conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        _migrations.apply_pending(conn)
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+
+
+def open_connection(path: Path, busy_timeout: float) -> sqlite3.Connection:
+    """A connection to the store at ``path``, created (0600, in a 0700 directory) if missing."""
+    try:
+        if path.exists() or path.is_symlink():
+            if not path.is_file():
+                raise StoreCorruptError(
+                    f"{path} is not a valid agentloop session store (not a regular file)",
+                    path=path,
+                )
+            check_header(path)
+        else:
+            ensure_private_dir(path.parent)
+            _create_store(path)
+        _remove_stale_temporaries(path)
+    except OSError as error:
+        raise StoreError(
+            f"cannot create session store {path}: {error.strerror or error}", path=path
+        ) from None
+    sidecars = [Path(f"{path}{suffix}") for suffix in ("-wal", "-shm")]
+    existed = [sidecar.exists() for sidecar in sidecars]
+    conn: sqlite3.Connection | None = None
+    try:
+        conn = _connect(path, busy_timeout)
+        _prepare(conn, path)
+    except (sqlite3.Error, SessionError) as error:
+        if conn is not None:
+            conn.close()
+        mapped = error if isinstance(error, SessionError) else map_error(error, path, busy_timeout)
+        if isinstance(mapped, StoreCorruptError):
+            # Connecting may have created empty WAL/SHM files beside a foreign file.
+            for sidecar, was_there in zip(sidecars, existed, strict=True):
+                if not was_there:
+                    with suppress(OSError):
+                        sidecar.unlink()
+        raise mapped from None
+    return conn

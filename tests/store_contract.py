@@ -1,0 +1,185 @@
+"""The backends the store contract suite (``tests/test_store_contract*.py``) runs against.
+
+Adding a backend is one line in :data:`BACKENDS` (plus its :class:`StoreFactory` class): every
+contract test then runs against it through the ``store_factory`` fixture defined here. A
+factory whose server does not answer calls ``pytest.skip`` with a one-line reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any, Protocol
+
+import pytest
+
+from sessions import NewMessage, Role, Session, SessionStore, open_store
+from sessions._sqlite_queries import SqliteTransaction
+
+
+class InjectedFault(Exception):
+    """Raised by a factory's fault injection; never by a store on its own."""
+
+
+class Clock:
+    """A clock that moves ``step`` per reading: orderings become deterministic."""
+
+    def __init__(
+        self, start: datetime | None = None, step: timedelta = timedelta(seconds=1)
+    ) -> None:
+        self.now = start or datetime(2025, 3, 1, 9, 0, tzinfo=UTC)
+        self.step = step
+
+    def __call__(self) -> datetime:
+        self.now += self.step
+        return self.now
+
+
+class StoreFactory(Protocol):
+    """One test's store on one backend; every handle it opens sees the same data."""
+
+    name: str
+
+    def open(self, *, clock: Callable[[], datetime] | None = None) -> SessionStore:
+        """A new handle; ``clock`` (default: real time) stamps everything it writes."""
+        ...
+
+    def open_nowait(self) -> SessionStore:
+        """A handle that raises :class:`StoreBusyError` at once when another writer holds the
+        lock it needs, instead of waiting for it."""
+        ...
+
+    def fail_inside_transitions(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """Until ``monkeypatch`` is undone, every write of a compaction entry raises
+        :class:`InjectedFault` inside its transaction: for a transition, after the child, its
+        messages and the parent's new status were written."""
+        ...
+
+    def close(self) -> None:
+        """Close every handle this factory opened."""
+        ...
+
+
+class SqliteFactory:
+    name = "sqlite"
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.path = tmp_path / "store" / "sessions.db"
+        self._opened: list[SessionStore] = []
+
+    def open(self, *, clock: Callable[[], datetime] | None = None) -> SessionStore:
+        store = open_store(self.path, clock=clock)
+        self._opened.append(store)
+        return store
+
+    def open_nowait(self) -> SessionStore:
+        store = open_store(self.path, busy_timeout=0)
+        self._opened.append(store)
+        return store
+
+    def fail_inside_transitions(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        def fail(self: SqliteTransaction, *args: Any, **kwargs: Any) -> None:
+            raise InjectedFault("crash in the middle of the transaction")
+
+        # Both transition() and record_unchanged() write their entry last.
+        monkeypatch.setattr(SqliteTransaction, "_insert_entry", fail)
+
+    def close(self) -> None:
+        for store in self._opened:
+            store.close()
+
+
+BACKENDS: dict[str, Callable[[Path], StoreFactory]] = {
+    "sqlite": SqliteFactory,
+}
+"""Backend name -> factory taking the test's ``tmp_path``."""
+
+
+# ------------------------------------------------------------------ fixtures
+
+
+@pytest.fixture(params=sorted(BACKENDS))
+def store_factory(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StoreFactory]:
+    factory = BACKENDS[request.param](tmp_path)
+    try:
+        yield factory
+    finally:
+        factory.close()
+
+
+@pytest.fixture
+def store(store_factory: StoreFactory) -> SessionStore:
+    return store_factory.open(clock=Clock())
+
+
+# ------------------------------------------------------------------ helpers for the tests
+
+
+def text(role: Role, value: str, tokens: int | None = 10) -> NewMessage:
+    return NewMessage(role=role, content=[{"type": "text", "text": value}], token_estimate=tokens)
+
+
+def user(value: str, **extra: Any) -> NewMessage:
+    return NewMessage(role="user", content=[{"type": "text", "text": value}], **extra)
+
+
+def assistant(value: str, **extra: Any) -> NewMessage:
+    return NewMessage(role="assistant", content=[{"type": "text", "text": value}], **extra)
+
+
+def conversation(n: int) -> list[NewMessage]:
+    return [text("user" if i % 2 == 0 else "assistant", f"m{i}") for i in range(n)]
+
+
+def tool_call(call_id: str) -> NewMessage:
+    return NewMessage(
+        role="assistant",
+        content=[{"type": "tool_use", "id": call_id, "name": "read", "input": {"p": call_id}}],
+        token_estimate=10,
+    )
+
+
+def tool_result(call_id: str) -> NewMessage:
+    return NewMessage(
+        role="user",
+        content=[{"type": "tool_result", "tool_use_id": call_id, "content": "data"}],
+        token_estimate=10,
+    )
+
+
+def new_session(store: SessionStore, messages: list[NewMessage]) -> str:
+    session = store.create_session(model="m", workspace="/w")
+    store.append_messages(session.id, messages)
+    return session.id
+
+
+def texts(store: SessionStore, session_id: str | None) -> list[Any]:
+    assert session_id is not None
+    blocks = [m.content[0] for m in store.get_messages(session_id)]
+    return [b.get("text") or b.get("id") or b.get("tool_use_id") for b in blocks]
+
+
+def chain(store: SessionStore, generations: int) -> list[Session]:
+    """A root and ``generations - 1`` successive compaction children."""
+    root = store.create_session(model="m", workspace="/w", title="t")
+    store.append_messages(root.id, conversation(4))
+    sessions = [root]
+    for _ in range(generations - 1):
+        child = store.transition(
+            sessions[-1].id, messages=conversation(2), strategy="summarize", summary="s"
+        )
+        store.append_messages(child.id, conversation(2))
+        sessions.append(child)
+    return sessions
+
+
+def snapshot(store: SessionStore, session_id: str) -> dict[str, Any]:
+    """Everything the protocol shows about a session's lineage and the store's sessions."""
+    return {
+        "sessions": store.list_sessions(limit=None),
+        "lineage": store.lineage(session_id),
+        "messages": {s.id: store.get_messages(s.id) for s in store.lineage(session_id)},
+        "history": store.compaction_history(session_id),
+        "record": store.get_compaction_record(session_id),
+    }
