@@ -1,0 +1,288 @@
+"""The search tools: list_files (glob) and grep (regex), and the glob engine they share."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from agentloop._agent.base import (
+    CodingTool,
+    decode_line,
+    is_binary,
+    iter_lines,
+    optional_bool,
+    optional_str,
+    required_str,
+)
+from agentloop._agent.workspace import Workspace
+from agentloop._core.tool import ToolResult
+
+__all__ = ["GrepTool", "ListFilesTool"]
+
+# Output caps: what one tool result may put into the context window.
+LIST_MAX_FILES = 1000
+GREP_MAX_MATCHES = 200
+GREP_MAX_LINE_CHARS = 300
+
+SKIPPED_DIRS = frozenset({".git", "__pycache__", ".venv", "node_modules"})
+
+_GREP_SCAN_LINE_BYTES = 65_536
+
+
+# --------------------------------------------------------------------------------------------
+# Glob engine
+
+
+def _expand_braces(pattern: str) -> list[str]:
+    """Shell-style brace expansion: ``*.{ts,tsx}`` → ``*.ts``, ``*.tsx``."""
+    depth = 0
+    start = -1
+    for index, char in enumerate(pattern):
+        if char == "{":
+            if depth == 0:
+                start = index
+            depth += 1
+        elif char == "}" and depth > 0:
+            depth -= 1
+            if depth == 0:
+                inner = pattern[start + 1 : index]
+                options, level, current = [], 0, ""
+                for c in inner:
+                    if c == "," and level == 0:
+                        options.append(current)
+                        current = ""
+                        continue
+                    level += c == "{"
+                    level -= c == "}"
+                    current += c
+                options.append(current)
+                if len(options) < 2:
+                    continue
+                head, tail = pattern[:start], pattern[index + 1 :]
+                return [x for option in options for x in _expand_braces(head + option + tail)]
+    return [pattern]
+
+
+def _segment_regex(segment: str) -> str:
+    out: list[str] = []
+    index = 0
+    while index < len(segment):
+        char = segment[index]
+        if char == "*":
+            out.append("[^/]*")
+        elif char == "?":
+            out.append("[^/]")
+        elif char == "[":
+            scan = index + 1
+            if segment[scan : scan + 1] in ("!", "^"):
+                scan += 1
+            if segment[scan : scan + 1] == "]":
+                scan += 1  # a leading "]" is part of the set
+            end = segment.find("]", scan)
+            if end == -1:
+                out.append(re.escape(char))
+            else:
+                body = segment[index + 1 : end]
+                negate = body[:1] in ("!", "^")
+                members = body[1:] if negate else body
+                members = re.sub(r"([\\\[\]])", r"\\\1", members)  # literal \ [ ] in the set
+                # A negated set still never matches a path separator.
+                out.append(("[^/" if negate else "[") + members + "]")
+                index = end
+        else:
+            out.append(re.escape(char))
+        index += 1
+    return "".join(out)
+
+
+def _glob_regex(pattern: str) -> re.Pattern[str]:
+    """A regex for a glob matched against POSIX relative paths; ``**`` spans directories."""
+    alternatives = []
+    for expanded in _expand_braces(pattern):
+        while expanded.startswith("./"):
+            expanded = expanded[2:]
+        segments = [s for s in expanded.split("/") if s]
+        pieces: list[str] = []
+        for position, segment in enumerate(segments):
+            last = position == len(segments) - 1
+            if segment == "**":
+                pieces.append(".*" if last else "(?:[^/]+/)*")
+            else:
+                pieces.append(_segment_regex(segment) + ("" if last else "/"))
+        alternatives.append("".join(pieces))
+    return re.compile("(?:" + "|".join(alternatives) + r")\Z")
+
+
+def _walk_files(base: Path) -> Iterator[Path]:
+    """Files under ``base``, skipping tool/dependency directories and not following symlinked
+    directories (which could lead outside the workspace or loop)."""
+    for directory, dirnames, filenames in os.walk(base, followlinks=False):
+        dirnames[:] = sorted(d for d in dirnames if d not in SKIPPED_DIRS)
+        for filename in filenames:
+            yield Path(directory, filename)
+
+
+# --------------------------------------------------------------------------------------------
+# list_files
+
+_LIST_DESCRIPTION = (
+    "List files in the workspace matching a glob pattern, sorted, as paths relative to the "
+    "workspace. '**' matches any number of directories: '**/*.py' finds Python files at any "
+    "depth, '*.py' only directly in the directory. Skips .git, __pycache__, .venv and "
+    f"node_modules. At most {LIST_MAX_FILES} paths."
+)
+_LIST_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "pattern": {
+            "type": "string",
+            "description": "Glob pattern, relative to path (default '**/*': everything).",
+        },
+        "path": {
+            "type": "string",
+            "description": "Directory to search, relative to the workspace (default: its root).",
+        },
+    },
+    "additionalProperties": False,
+}
+
+
+class ListFilesTool(CodingTool):
+    def __init__(self, workspace: Workspace) -> None:
+        super().__init__("list_files", _LIST_DESCRIPTION, _LIST_SCHEMA)
+        self._workspace = workspace
+
+    def _run(self, tool_input: Mapping[str, Any]) -> ToolResult:
+        pattern = optional_str(tool_input, "pattern", "**/*").strip()
+        base = self._workspace.resolve(optional_str(tool_input, "path", "."))
+        rel_base = self._workspace.relative(base)
+        if pattern.startswith(("/", "~")):
+            return ToolResult(
+                "pattern must be relative; use the path parameter to choose a directory",
+                is_error=True,
+            )
+        if not base.exists():
+            return ToolResult(f"directory not found: {rel_base}", is_error=True)
+        if not base.is_dir():
+            return ToolResult(f"{rel_base} is not a directory", is_error=True)
+        regex = _glob_regex(pattern)
+        matches = sorted(
+            self._workspace.relative(file)
+            for file in _walk_files(base)
+            if regex.match(file.relative_to(base).as_posix())
+        )
+        if not matches:
+            return ToolResult(f"No files match {pattern!r} in {rel_base}.")
+        shown = matches[:LIST_MAX_FILES]
+        body = "\n".join(shown)
+        if len(matches) > len(shown):
+            body += (
+                f"\n[showing the first {len(shown)} of {len(matches)} files; "
+                "narrow the pattern or path]"
+            )
+        return ToolResult(body)
+
+
+# --------------------------------------------------------------------------------------------
+# grep
+
+_GREP_DESCRIPTION = (
+    "Search file contents with a regular expression (Python syntax). Prints `path:line: text` "
+    "for each matching line, sorted by path. Optional path (file or directory) and glob filter "
+    "('*.py' matches file names at any depth; 'src/**/*.ts' matches paths). Skips binary files "
+    f"and .git, __pycache__, .venv, node_modules. At most {GREP_MAX_MATCHES} matches."
+)
+_GREP_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "pattern": {"type": "string", "description": "Regular expression to search for."},
+        "path": {
+            "type": "string",
+            "description": "File or directory to search, relative to the workspace (default: "
+            "its root).",
+        },
+        "glob": {"type": "string", "description": "Only search files matching this glob."},
+        "case_insensitive": {"type": "boolean", "description": "Ignore case (default false)."},
+    },
+    "required": ["pattern"],
+    "additionalProperties": False,
+}
+
+
+class GrepTool(CodingTool):
+    def __init__(self, workspace: Workspace) -> None:
+        super().__init__("grep", _GREP_DESCRIPTION, _GREP_SCHEMA)
+        self._workspace = workspace
+
+    def _run(self, tool_input: Mapping[str, Any]) -> ToolResult:
+        pattern = required_str(tool_input, "pattern")
+        base = self._workspace.resolve(optional_str(tool_input, "path", "."))
+        glob = optional_str(tool_input, "glob", "").strip()
+        flags = re.IGNORECASE if optional_bool(tool_input, "case_insensitive") else 0
+        try:
+            regex = re.compile(pattern, flags)
+        except re.error as error:
+            return ToolResult(f"invalid regular expression {pattern!r}: {error}", is_error=True)
+        rel_base = self._workspace.relative(base)
+        if not base.exists():
+            return ToolResult(f"path not found: {rel_base}", is_error=True)
+
+        if base.is_file():
+            files = [base]
+        else:
+            name_only = "/" not in glob
+            glob_regex = _glob_regex(glob) if glob else None
+
+            def wanted(file: Path) -> bool:
+                if glob_regex is None:
+                    return True
+                subject = file.name if name_only else file.relative_to(base).as_posix()
+                return glob_regex.match(subject) is not None
+
+            files = sorted((f for f in _walk_files(base) if wanted(f)), key=lambda f: f.as_posix())
+
+        results: list[str] = []
+        for file in files:
+            # A symlinked file may point outside the workspace: never read it.
+            if not self._workspace.contains(file) or not file.is_file():
+                continue
+            try:
+                if is_binary(file):
+                    continue
+                with file.open("rb") as handle:
+                    for line_no, (raw, _cut) in enumerate(
+                        iter_lines(handle, _GREP_SCAN_LINE_BYTES), start=1
+                    ):
+                        text = decode_line(raw)
+                        found = regex.search(text)
+                        if found is None:
+                            continue
+                        if len(results) >= GREP_MAX_MATCHES:
+                            results.append(
+                                f"[stopped after {GREP_MAX_MATCHES} matches; narrow the "
+                                "pattern, path or glob]"
+                            )
+                            return ToolResult("\n".join(results))
+                        results.append(
+                            f"{self._workspace.relative(file)}:{line_no}: "
+                            f"{_excerpt(text, found.start())}"
+                        )
+            except OSError:
+                continue  # unreadable files are skipped, as grep -s would
+        if not results:
+            where = f" in files matching {glob!r}" if glob and not base.is_file() else ""
+            return ToolResult(f"No matches for {pattern!r} in {rel_base}{where}.")
+        return ToolResult("\n".join(results))
+
+
+def _excerpt(text: str, match_start: int) -> str:
+    text = text.strip()
+    if len(text) <= GREP_MAX_LINE_CHARS:
+        return text
+    start = max(0, min(match_start - 100, len(text) - GREP_MAX_LINE_CHARS))
+    piece = text[start : start + GREP_MAX_LINE_CHARS]
+    more = start + GREP_MAX_LINE_CHARS < len(text)
+    return ("…" if start > 0 else "") + piece + ("…" if more else "")

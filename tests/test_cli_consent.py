@@ -1,0 +1,65 @@
+"""The consent prompt on the terminal, alone and driving run_command."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from agent_tools_support import make_tools, run
+
+from agentloop._cli.consent import terminal_consent
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Path:
+    root = tmp_path / "ws"
+    root.mkdir()
+    return root
+
+
+def fake_input(answers: list[str | type[BaseException]]) -> Callable[[str], str]:
+    remaining: Iterator[str | type[BaseException]] = iter(answers)
+
+    def input_fn(prompt: str) -> str:
+        answer = next(remaining)  # StopIteration here means an unexpected extra prompt
+        if isinstance(answer, str):
+            return answer
+        raise answer
+
+    return input_fn
+
+
+def test_terminal_consent_prompt_and_answers() -> None:
+    output = io.StringIO()
+    approve = terminal_consent(fake_input(["y", "n", "", "YES", "maybe"]), output)
+    assert [approve(f"cmd{i}") for i in range(5)] == [True, False, False, True, False]
+    assert output.getvalue().startswith("Run `cmd0`? [y/N/a(lways)] Run `cmd1`?")
+    assert output.getvalue().count("[y/N/a(lways)]") == 5
+
+
+def test_terminal_consent_always_stops_asking() -> None:
+    output = io.StringIO()
+    approve = terminal_consent(fake_input(["a"]), output)
+    assert approve("make test")
+    assert approve("rm -rf build")  # would raise StopIteration if it asked again
+    assert approve("ls")
+    assert output.getvalue() == "Run `make test`? [y/N/a(lways)] "
+
+
+def test_terminal_consent_end_of_input_declines() -> None:
+    approve = terminal_consent(fake_input([EOFError]), io.StringIO())
+    assert approve("ls") is False
+
+
+def test_terminal_consent_drives_the_tool(ws: Path) -> None:
+    output = io.StringIO()
+    tools = make_tools(ws, approve=terminal_consent(fake_input(["n", "a"]), output))
+    declined = run(tools, "run_command", command="touch one")
+    assert declined.is_error and "declined" in declined.content
+    assert not (ws / "one").exists()
+    assert not run(tools, "run_command", command="touch two").is_error
+    assert not run(tools, "run_command", command="touch three").is_error
+    assert (ws / "two").exists() and (ws / "three").exists()
+    assert output.getvalue().count("Run `") == 2
