@@ -7,7 +7,6 @@ printing the lineage tree of the sessions it made.
 
 from __future__ import annotations
 
-import argparse
 import io
 import shlex
 import shutil
@@ -15,10 +14,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from agentloop._core.compacter import CompactionSettings
+from agentloop._core.validation import DEFAULT_MODEL
 from agentloop.testing import Reply, ScriptedModel, text_reply, tool_call, tool_reply
 
-DEMO_MODEL = "claude-sonnet-5-5"
 # The system prompt and tool definitions alone take about 2,000 tokens: at 4,500 the scripted
 # session compacts automatically twice (between tool rounds), then once more on /compact.
 DEMO_WINDOW = 4500
@@ -201,11 +199,11 @@ What was the original bug?
 """
 
 
-def run_demo(args: argparse.Namespace) -> int:
+def run_demo() -> int:
     """Run the scripted session; print the lineage tree at the end."""
-    from agentloop._agent.tools import always_allow
-    from agentloop._cli.main import main
-    from agentloop._cli.repl import _session
+    from agentloop._cli.app import AgentOptions, run_session
+    from agentloop._cli.sessions import tree_command
+    from sessions import open_store
 
     workspace = Path(tempfile.mkdtemp(prefix="agentloop-demo-"))
     try:
@@ -219,35 +217,22 @@ def run_demo(args: argparse.Namespace) -> int:
             "no API key)\n",
             file=sys.stderr,
         )
-        demo_args = argparse.Namespace(
+        options = AgentOptions(
+            model_name=DEFAULT_MODEL,
             context_window=DEMO_WINDOW,
-            yes=True,
-            prompt=None,
-            resume=None,
-            continue_latest=False,
-            disable_compaction=False,
-            compaction_threshold=None,
-        )
-        code = _session(
-            demo_args,
-            model,
-            DEMO_MODEL,
-            None,
-            stdin=io.StringIO(INPUT),
-            workspace=workspace,
             # The scripted commands only run the project's own tests inside the temp dir.
-            approve=always_allow,
-            settings=CompactionSettings(),
+            yes=True,
+            workspace=workspace,
             echo_input=True,
         )
-        from sessions import open_store
-
+        code = run_session(options, model, fetch=None, stdin=io.StringIO(INPUT))
         with open_store() as store:
             latest = store.list_sessions(workspace=str(workspace.resolve()), limit=1)
-        if latest:
-            print("\n$ agentloop sessions tree", latest[0].id[:8], file=sys.stderr)
-            sys.stderr.flush()
-            main(["sessions", "tree", latest[0].id])
+            if latest:
+                print("\n$ agentloop sessions tree", latest[0].id[:8], file=sys.stderr)
+                sys.stderr.flush()
+                tree_command(store, sys.stdout, latest[0].id)
+                sys.stdout.flush()
         return code
     finally:
         shutil.rmtree(workspace, ignore_errors=True)

@@ -1,20 +1,33 @@
-"""The ``agentloop`` command line: parses, calls the library, prints. Nothing heavy at import."""
+"""The ``agentloop`` command line: parses, calls, prints errors. Nothing heavy at import.
+
+The commands live in their own modules, imported only when they run: the agent's composition
+root (:mod:`agentloop._cli.app`), the sessions commands (:mod:`agentloop._cli.sessions`) and the
+demo (:mod:`agentloop._cli.demo`). None of them imports this module back.
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, NoReturn
 
-from agentloop._core.validation import validate_threshold
+from agentloop._core.validation import (
+    DEFAULT_MODEL,
+    DEFAULT_THRESHOLD,
+    parse_positive_int,
+    validate_threshold,
+)
 from agentloop._errors import AgentloopError, ConfigurationError
 
+if TYPE_CHECKING:
+    from agentloop._cli.app import AgentOptions
+
 EXIT_USAGE = 2
-DEFAULT_MODEL = "claude-sonnet-5-5"
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         # One line, exit 2: argparse's default prints the whole usage block first.
         self.exit(EXIT_USAGE, f"agentloop: error: {message}\n")
 
@@ -51,7 +64,8 @@ def add_agent_options(parser: argparse.ArgumentParser) -> None:
         type=_threshold,
         default=None,
         metavar="FLOAT",
-        help="fraction of the context window that triggers compaction (default 0.85)",
+        help="fraction of the context window that triggers compaction "
+        f"(default {DEFAULT_THRESHOLD})",
     )
     parser.add_argument(
         "--context-window", type=_window, default=None, metavar="N", help="override the window"
@@ -87,29 +101,50 @@ def _threshold(text: str) -> float:
 
 def _window(text: str) -> int:
     try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive number of tokens, not {text!r}")
-    return value
+        return parse_positive_int(text, what="context window", unit="tokens")
+    except ConfigurationError:
+        # argparse names the option; the value is shown as typed.
+        raise argparse.ArgumentTypeError(
+            f"must be a positive number of tokens, not {text!r}"
+        ) from None
+
+
+def agent_options(args: argparse.Namespace) -> AgentOptions:
+    """The parsed agent options as the composition root's typed value."""
+    from agentloop._cli.app import AgentOptions
+
+    # `--resume` without an id (or with an empty one) means the latest session here.
+    resume: str | None = args.resume or None
+    return AgentOptions(
+        model_name=args.model or DEFAULT_MODEL,
+        context_window=args.context_window,
+        compaction=not args.disable_compaction,
+        threshold=DEFAULT_THRESHOLD
+        if args.compaction_threshold is None
+        else args.compaction_threshold,
+        resume=resume,
+        continue_latest=args.continue_latest or args.resume == "",
+        prompt=args.prompt,
+        yes=args.yes,
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """The ``agentloop`` console script; returns the exit code."""
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
         if args.command == "sessions":
-            from agentloop._cli import sessions as _cli_sessions
+            from agentloop._cli.sessions import run
 
-            return _cli_sessions.run(args)
+            return run(args)
         if args.command == "demo":
             from agentloop._cli.demo import run_demo
 
-            return run_demo(args)
-        from agentloop._cli.repl import run_agent
+            return run_demo()
+        from agentloop._cli.app import run_agent
 
-        return run_agent(args)
+        return run_agent(agent_options(args))
     except AgentloopError as error:
         print(f"agentloop: error: {error}", file=sys.stderr)
         return EXIT_USAGE
