@@ -14,14 +14,8 @@ if TYPE_CHECKING:
     from agentloop._adapters.anthropic import AnthropicModel
     from agentloop._adapters.tokens import Calibration, TokenEstimator
     from agentloop._adapters.windows import ContextWindowResolver, ModelLimits
-    from agentloop._core.compacter import (
-        CompactionResult,
-        CompactionSettings,
-        CompactionSummary,
-        CompactionTransition,
-        ConversationCompacter,
-    )
-    from agentloop._core.context import CompactionDecision, ContextUsage, validate_threshold
+    from agentloop._core.compacter import CompactionSettings
+    from agentloop._core.context import CompactionDecision, ContextUsage
     from agentloop._core.hooks import PreservedStateHook
     from agentloop._core.messages import (
         Message,
@@ -34,8 +28,10 @@ if TYPE_CHECKING:
         validate_messages,
     )
     from agentloop._core.model import AsyncModel, Model, ModelRequest, ModelResponse
-    from agentloop._core.strategies import choose_tail_start, prune_tool_outputs, sliding_window
+    from agentloop._core.results import CompactionOutcome, CompactionSummary, CompactionTransition
+    from agentloop._core.strategies import choose_tail_start, prune_tool_outputs
     from agentloop._core.tool import FunctionTool, Tool, ToolResult
+    from agentloop._core.validation import validate_threshold
     from agentloop._errors import (
         AgentloopError,
         ConfigurationError,
@@ -44,6 +40,7 @@ if TYPE_CHECKING:
         PromptTooLongError,
     )
     from agentloop._loop.agent_loop import AgentLoop, ContextFullError, LoopEvents, TurnResult
+    from agentloop._loop.compacter import ConversationCompacter
 
 _EXPORTS: dict[str, str] = {
     "AgentLoop": "agentloop._loop.agent_loop",
@@ -52,15 +49,15 @@ _EXPORTS: dict[str, str] = {
     "AsyncModel": "agentloop._core.model",
     "Calibration": "agentloop._adapters.tokens",
     "CompactionDecision": "agentloop._core.context",
-    "CompactionResult": "agentloop._core.compacter",
+    "CompactionOutcome": "agentloop._core.results",
     "CompactionSettings": "agentloop._core.compacter",
-    "CompactionSummary": "agentloop._core.compacter",
-    "CompactionTransition": "agentloop._core.compacter",
+    "CompactionSummary": "agentloop._core.results",
+    "CompactionTransition": "agentloop._core.results",
     "ConfigurationError": "agentloop._errors",
     "ContextFullError": "agentloop._loop.agent_loop",
     "ContextUsage": "agentloop._core.context",
     "ContextWindowResolver": "agentloop._adapters.windows",
-    "ConversationCompacter": "agentloop._core.compacter",
+    "ConversationCompacter": "agentloop._loop.compacter",
     "FunctionTool": "agentloop._core.tool",
     "LoopEvents": "agentloop._loop.agent_loop",
     "Message": "agentloop._core.messages",
@@ -83,10 +80,9 @@ _EXPORTS: dict[str, str] = {
     "choose_tail_start": "agentloop._core.strategies",
     "is_safe_boundary": "agentloop._core.messages",
     "prune_tool_outputs": "agentloop._core.strategies",
-    "sliding_window": "agentloop._core.strategies",
     "to_params": "agentloop._core.messages",
     "validate_messages": "agentloop._core.messages",
-    "validate_threshold": "agentloop._core.context",
+    "validate_threshold": "agentloop._core.validation",
 }
 
 
@@ -112,7 +108,7 @@ __all__ = [
     "AsyncModel",
     "Calibration",
     "CompactionDecision",
-    "CompactionResult",
+    "CompactionOutcome",
     "CompactionSettings",
     "CompactionSummary",
     "CompactionTransition",
@@ -144,7 +140,6 @@ __all__ = [
     "choose_tail_start",
     "is_safe_boundary",
     "prune_tool_outputs",
-    "sliding_window",
     "to_params",
     "validate_messages",
     "validate_threshold",

@@ -31,9 +31,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentloop._adapters.tokens import TokenEstimator
-from agentloop._core.compacter import CompactionResult, CompactionSettings, ConversationCompacter
+from agentloop._core.compacter import CompactionSettings
 from agentloop._core.messages import ContentBlock, Message, Usage, validate_messages
 from agentloop._core.model import ModelRequest, ModelResponse, TextCallback
+from agentloop._core.results import CompactionOutcome
+from agentloop._loop.compacter import ConversationCompacter
+from agentloop._loop.drive import drive
 from agentloop.testing import FunctionModel
 
 SIZES = (500, 1_000, 2_000, 4_000)
@@ -337,7 +340,7 @@ def time_compaction(
 ) -> CompactionFigures:
     """Median time of ``compact`` with a fresh compacter (and model) per run."""
     times: list[float] = []
-    result: CompactionResult | None = None
+    outcome: CompactionOutcome | None = None
     with gc_paused():
         for _ in range(repeat):
             model = make_model()
@@ -349,11 +352,12 @@ def time_compaction(
                 counter=counter,
             )
             start = time.perf_counter()
-            result = compacter.compact(messages, system=SYSTEM, tools=TOOLS)
+            steps = compacter.steps("bench", messages, system=SYSTEM, tools=TOOLS)
+            outcome = drive(steps, compacter.runtime.perform)
             times.append((time.perf_counter() - start) * 1_000)
-            assert result is not None, compacter.last_outcome
-    decision = compacter.last_decision
-    assert result is not None and decision is not None and decision.compact
+            assert outcome.transition is not None, outcome.explanation
+    assert outcome is not None and outcome.transition is not None
+    result, decision = outcome.transition, outcome.decision
     return CompactionFigures(
         label,
         statistics.median(times),

@@ -56,19 +56,20 @@ def main(prompt: str) -> None:
             input_tokens=response.usage.input_tokens,
             output_tokens=response.usage.output_tokens,
         )
-        messages.append(Message.assistant(response.content, usage=usage))
+        blocks = [block.model_dump(exclude_none=True) for block in response.content]
+        messages.append(Message.assistant(blocks, usage=usage))
         calls = [block for block in response.content if block.type == "tool_use"]
         if not calls:
             print("".join(b.text for b in response.content if b.type == "text"))
             return
         results = []
         for call in calls:
-            args = dict(call.input)  # type: ignore[arg-type]
+            args = call.input if isinstance(call.input, dict) else {}
             results.append(
                 {
                     "type": "tool_result",
                     "tool_use_id": call.id,
-                    "content": str(args["a"] * args["b"]),
+                    "content": str(int(str(args["a"])) * int(str(args["b"]))),
                 }
             )
         messages.append(Message.user(results))

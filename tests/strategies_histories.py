@@ -22,10 +22,13 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from agentloop._core.compacter import CompactionSettings, ConversationCompacter
+from agentloop._core.blocks import tool_result_text
+from agentloop._core.compacter import CompactionSettings
 from agentloop._core.messages import ContentBlock, Message, Usage
 from agentloop._core.model import ModelRequest, ModelResponse, TextCallback
-from agentloop._core.strategies import tool_result_text
+from agentloop._core.results import CompactionOutcome
+from agentloop._loop.compacter import ConversationCompacter
+from agentloop._loop.drive import drive
 
 WORDS = (
     "parse", "config", "retry", "cache", "token", "window", "session", "schema", "router",
@@ -239,14 +242,21 @@ def histories(
         strategy = draw(st.sampled_from(("summarize", "sliding_window", "digest")))
         compacter = prefix_compacter("summarize" if strategy == "digest" else strategy)
         if strategy == "digest":
-            compacter.model = None
-        result = compacter.compact(b.messages, force=True)
+            compacter.summarizer = None
+        result = compact(compacter, b.messages, force=True).transition
         if result is not None:
-            b.messages = list(result.messages)
+            b.messages = list(result.compacted_messages)
             _extend(draw, b, draw(st.integers(0, extend_steps)), parallel=parallel)
     if draw(st.booleans()):
         b.messages = _with_estimates(b.messages, CharCounter())
     return b.messages
+
+
+def compact(
+    compacter: ConversationCompacter, messages: Sequence[Message], **options: Any
+) -> CompactionOutcome:
+    """Drive one compaction attempt to its outcome (which says why when nothing was done)."""
+    return drive(compacter.steps("session", messages, **options), compacter.runtime.perform)
 
 
 def original_count(messages: Sequence[Message]) -> int:

@@ -30,7 +30,7 @@ from fake_anthropic import (
 from test_loop import PREFIX_START, SUMMARY, Script, filler, first_text, request_text
 
 from agentloop._cli.main import main
-from sessions import SqliteSessionStore, open_store
+from sessions import SessionStore, SqliteSessionStore, open_store
 
 AGENTLOOP = Path(sys.executable).parent / "agentloop"
 WINDOW = "6000"
@@ -126,7 +126,7 @@ def conversation_lines(count: int, words: int = 300) -> list[str]:
     return [filler(f"request {n}", words) for n in range(count)]
 
 
-def check_notices(run: Run, store: SqliteSessionStore, workspace: Path) -> list[str]:
+def check_notices(run: Run, store: SessionStore, workspace: Path) -> list[str]:
     """Every notice names a child that exists, its parent's message count and the recorded
     tokens; returns the child ids in order."""
     children: list[str] = []
@@ -422,6 +422,24 @@ def test_continue_picks_the_latest_session_of_this_workspace(
         assert len(sessions) == 2
         assert sessions[0].message_count == 4
         assert store.get_messages(sessions[0].id)[0].content[0]["text"] == "second session"
+
+
+def test_continue_goes_to_the_newest_descendant_of_the_latest_session(cli: CLI) -> None:
+    parent, child = _compacted_session(cli)
+    with cli.store() as store:
+        # The parent is touched after the compaction (a rename): it is now the most recently
+        # updated session here, but the conversation goes on in its child.
+        store.update_session(parent, title="renamed later")
+        assert store.list_sessions(workspace=str(cli.workspace), limit=1)[0].id == parent
+        child_before = store.get_session(child).message_count
+    cli.script.add(text_reply("continued in the child"))
+
+    run = cli.run("--context-window", WINDOW, "--continue", "-p", "go on")
+
+    assert run.code == 0, run.err
+    assert first_text(cli.script.conversation[-1]).startswith(PREFIX_START)
+    with cli.store() as store:
+        assert store.get_session(child).message_count == child_before + 2
 
 
 def test_continue_with_no_session_here_is_an_error(cli: CLI) -> None:

@@ -13,14 +13,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from strategies_histories import CharCounter
+from strategies_histories import CharCounter, compact
 
 from agentloop._adapters.tokens import Calibration
-from agentloop._core.compacter import (
-    CompactionSettings,
-    CompactionTransition,
-    ConversationCompacter,
-)
+from agentloop._core.compacter import CompactionSettings
 from agentloop._core.hooks import PreservedStateHook
 from agentloop._core.messages import (
     Message,
@@ -30,7 +26,9 @@ from agentloop._core.messages import (
     validate_messages,
 )
 from agentloop._core.model import ModelRequest
+from agentloop._core.results import CompactionTransition
 from agentloop._errors import ConfigurationError, ModelError
+from agentloop._loop.compacter import ConversationCompacter
 from agentloop.testing import FunctionModel, Reply, tool_call
 
 NOW = datetime(2026, 3, 1, 9, 30, tzinfo=UTC)
@@ -175,7 +173,7 @@ def test_facts_on_one_very_long_line_survive_chunking() -> None:
         model=FunctionModel(echo_facts),
         settings=CompactionSettings(strategy="summarize", summarizer_window=2_000),
     )
-    result = c.compact(history, force=True)
+    result = compact(c, history, force=True).transition
     assert result is not None
     assert set(FACT.findall(result.summary.summary)) == set(facts.planted)
 
@@ -217,7 +215,7 @@ def test_long_tool_outputs_are_shortened_for_the_summarizer() -> None:
     c = compacter(
         model=model, settings=CompactionSettings(strategy="summarize", tool_output_chars=500)
     )
-    assert c.compact(history, force=True) is not None
+    assert compact(c, history, force=True).transition is not None
     prompt = model.requests[0].messages[-1].text
     assert "characters omitted" in prompt
     assert "line 60:" not in prompt  # the middle of a 6 KB output is not sent
@@ -239,7 +237,9 @@ def test_compact_and_standing_instructions_reach_every_summarizer_request() -> N
         standing_instructions="Always keep the API design decisions.",
     )
     c = compacter(model=model, settings=settings)
-    result = c.compact(small_history(), force=True, instructions="Focus on the parser bug.")
+    result = compact(
+        c, small_history(), force=True, instructions="Focus on the parser bug."
+    ).transition
     assert result is not None
     assert len(model.requests) > 1
     for request in model.requests:
@@ -260,9 +260,9 @@ def test_hook_output_is_injected(strategy: str) -> None:
         settings=CompactionSettings(strategy=strategy),  # type: ignore[arg-type]
         hooks=hooks,
     )
-    result = c.compact(small_history(), force=True)
+    result = compact(c, small_history(), force=True).transition
     assert result is not None
-    first = compacted_text(result.messages[:1])
+    first = compacted_text(result.compacted_messages[:1])
     assert "<preserved-state>" in first
     assert "- [ ] write the docs" in first and "Workflow phase: **testing**" in first
     assert result.summary.warnings == []
@@ -378,19 +378,19 @@ def test_failure_in_a_later_chunk_still_digests_the_whole_head() -> None:
         model=FunctionModel(second_call_fails),
         settings=CompactionSettings(strategy="summarize", summarizer_window=4_000),
     )
-    result = c.compact(history, force=True)
+    result = compact(c, history, force=True).transition
     assert result is not None and result.summary.strategy == "digest"
     assert calls == 2
     # The digest covers the whole head, not just the chunk before the failure.
     assert "Request 0:" in result.summary.summary
-    head_len = len(history) - (len(result.messages) - 1)
+    head_len = len(history) - (len(result.compacted_messages) - 1)
     assert f"Request {(head_len - 1) // 4}:" in result.summary.summary
 
 
 def test_without_a_model_the_digest_is_used() -> None:
-    result = compacter(settings=CompactionSettings(strategy="summarize")).compact(
-        digest_history(), force=True
-    )
+    result = compact(
+        compacter(settings=CompactionSettings(strategy="summarize")), digest_history(), force=True
+    ).transition
     assert result is not None
     assert result.summary.strategy == "digest"
     assert result.summary.fallback_reason == "no summarizer model is configured"
@@ -422,21 +422,23 @@ def test_small_savings_open_the_circuit_breaker_and_do_not_loop() -> None:
     history = big_tail_history(84_000)  # a 21k-token reply no cut can shorten
     assert c.should_compact(history).compact
 
-    result = c.compact(history)
+    result = compact(c, history).transition
     assert result is not None
     assert result.summary.tokens_after < result.summary.tokens_before
     assert result.summary.tokens_after >= c.trigger_tokens  # still above the trigger
     assert any("saved only" in w for w in result.summary.warnings)
 
-    decision = c.should_compact(result.messages)
+    decision = c.should_compact(result.compacted_messages)
     assert not decision.compact
     assert "circuit breaker" in decision.reason
     calls = len(model.requests)
-    assert c.compact(result.messages) is None  # no loop: no second summarizer call
+    assert (
+        compact(c, result.compacted_messages).transition is None
+    )  # no loop: no second summarizer call
     assert len(model.requests) == calls
 
     # Once the context has grown well past the breaker, automatic compaction resumes.
-    grown = [*result.messages, Message.user("w" * 8_000), Message.assistant("ok")]
+    grown = [*result.compacted_messages, Message.user("w" * 8_000), Message.assistant("ok")]
     decision = c.should_compact(grown)
     assert decision.compact, decision.reason
     assert "circuit breaker" not in decision.reason
@@ -451,8 +453,9 @@ def test_compaction_that_saves_nothing_returns_none_and_opens_the_breaker() -> N
         Message.assistant("z" * 84_000),
     ]
     assert c.should_compact(history).compact
-    assert c.compact(history) is None  # the digest is larger than the two tiny messages
-    assert "would not reduce" in c.last_outcome
+    outcome = compact(c, history)
+    assert outcome.transition is None  # the digest is larger than the two tiny messages
+    assert outcome.skipped is not None and "would not reduce" in outcome.skipped
     decision = c.should_compact(history)
     assert not decision.compact and "circuit breaker" in decision.reason
 
@@ -465,8 +468,9 @@ def test_prune_with_nothing_to_prune_returns_none() -> None:
         Message.user("b " * 300),
         Message.assistant("z" * 84_000, usage=Usage(input_tokens=30_000, output_tokens=21_000)),
     ]
-    assert c.compact(history, force=True) is None
-    assert "nothing to prune" in c.last_outcome
+    outcome = compact(c, history, force=True)
+    assert outcome.transition is None
+    assert outcome.skipped is not None and "nothing to prune" in outcome.skipped
 
 
 # -- thresholds and triggers -------------------------------------------------------------------
@@ -783,7 +787,7 @@ def test_default_tiktoken_counter_works_offline() -> None:
 def test_summarizer_requests_are_marked_and_use_the_model_name() -> None:
     model = FunctionModel(short_summary)
     c = compacter(model=model, settings=CompactionSettings(strategy="summarize"))
-    assert c.compact(small_history(), force=True) is not None
+    assert compact(c, small_history(), force=True).transition is not None
     request = model.requests[0]
     assert request.metadata["purpose"] == "summary"
     assert request.model == "claude-test"
@@ -793,5 +797,5 @@ def test_summarizer_requests_are_marked_and_use_the_model_name() -> None:
 def test_scripted_error_reply_also_falls_back() -> None:
     model = FunctionModel(lambda r: Reply(error=ModelError("boom")))
     c = compacter(model=model, settings=CompactionSettings(strategy="summarize"))
-    result = c.compact(small_history(), force=True)
+    result = compact(c, small_history(), force=True).transition
     assert result is not None and result.summary.strategy == "digest"

@@ -16,15 +16,13 @@ from strategies_histories import (
     FIXED_CLOCK,
     CharCounter,
     StubSummarizer,
+    compact,
     histories,
     original_count,
 )
 
-from agentloop._core.compacter import (
-    STRATEGIES,
-    CompactionSettings,
-    ConversationCompacter,
-)
+from agentloop._core.blocks import tool_result_text
+from agentloop._core.compacter import STRATEGIES, CompactionSettings
 from agentloop._core.hooks import PreservedStateHook
 from agentloop._core.messages import (
     ContentBlock,
@@ -34,11 +32,12 @@ from agentloop._core.messages import (
 )
 from agentloop._core.strategies import (
     PRUNED_MARKER,
+    assemble,
     choose_tail_start,
     prune_tool_outputs,
-    sliding_window,
-    tool_result_text,
+    window_note,
 )
+from agentloop._loop.compacter import ConversationCompacter
 
 WINDOW = 3_000
 COUNTER = CharCounter()
@@ -206,19 +205,20 @@ def test_every_strategy_keeps_a_valid_complete_conversation(
             with_hook=with_hook,
             target_ratio=target_ratio,
         )
-        result = compacter.compact(history, force=True)
+        outcome = compact(compacter, history, force=True)
+        result = outcome.transition
         if strategy == "none":
             assert result is None
             continue
         if result is None:
             event(f"{strategy}: nothing gained")
-            outcome = compacter.last_outcome
+            why = outcome.explanation
             assert len(history) < 3 or any(
-                why in outcome
-                for why in ("would not reduce", "no safe cut point", "nothing to prune")
-            ), outcome
+                reason in why
+                for reason in ("would not reduce", "no safe cut point", "nothing to prune")
+            ), why
             continue
-        out = result.messages
+        out = result.compacted_messages
         event(f"{strategy}: {result.summary.strategy}")
 
         validate_messages(out, allow_pending_tool_use=False)
@@ -337,12 +337,16 @@ def check_sliding_window(
     history: list[Message], max_messages: int | None, max_tokens: int | None
 ) -> None:
     """A valid prefix + suffix of the history that fits the limits (unless none could)."""
-    out = sliding_window(
-        history, count=COUNTER.count_message, max_messages=max_messages, max_tokens=max_tokens
+    split = choose_tail_start(
+        history,
+        tail_tokens=max_tokens if max_tokens is not None else 2**62,
+        count=COUNTER.count_message,
+        max_messages=max_messages,
     )
-    if out is None:
+    if split is None:
         assert not any(m.role == "assistant" for m in history[1:])
         return
+    out = assemble(history, split, text=window_note(history, split))
     validate_messages(out, allow_pending_tool_use=False)
     check_assembled(history, out)
     tail = out[1:]

@@ -409,8 +409,10 @@ def test_disabled_compaction_never_compacts_and_names_compact_on_prompt_too_long
     assert fake_api.violations == []
 
     # /compact still works when automatic compaction is off: the user asked for it.
-    transition = loop.compact("Keep the numbers of every request.")
-    assert transition is not None
+    outcome = loop.compact("Keep the numbers of every request.")
+    assert outcome is not None
+    transition = outcome.transition
+    assert transition is not None, outcome.explanation
     assert script.summaries
     assert all(
         "Instructions for this summary:\nKeep the numbers of every request." in request_text(body)
@@ -432,9 +434,11 @@ def test_manual_compact_with_instructions_reaches_the_summarizer(
         loop.run_turn(filler(f"request {turn}", 200))
     root = loop.session_id
 
-    transition = loop.compact("keep the decisions about the API")
+    outcome = loop.compact("keep the decisions about the API")
 
-    assert transition is not None, loop.compacter.last_outcome  # type: ignore[union-attr]
+    assert outcome is not None
+    transition = outcome.transition
+    assert transition is not None, outcome.explanation
     assert transition.summary.instructions == "keep the decisions about the API"
     assert len(script.summaries) == 1
     assert "Instructions for this summary:\nkeep the decisions about the API" in request_text(

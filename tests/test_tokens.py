@@ -15,7 +15,6 @@ from agentloop._adapters.tokens import (
     Calibration,
     TokenEstimator,
     TokenizerUnavailableError,
-    estimate,
     get_encoding,
 )
 from agentloop._core.messages import Message
@@ -233,6 +232,7 @@ def test_tools_counted_and_cached(est: TokenEstimator, monkeypatch: pytest.Monke
 
 
 def test_estimate_fills_tokens_once() -> None:
+    estimate = TokenEstimator().estimate
     message = Message.user("hello world")
     measured = estimate(message)
     assert message.tokens is None

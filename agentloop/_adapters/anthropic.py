@@ -77,15 +77,9 @@ def response_from_message(message: SDKMessage) -> ModelResponse:
     reply can be appended to the history and sent again as-is.
     """
     content = tuple(_block_dict(block) for block in message.content)
-    usage = message.usage
     return ModelResponse(
         content=content,
-        usage=Usage(
-            input_tokens=usage.input_tokens or 0,
-            output_tokens=usage.output_tokens or 0,
-            cache_creation_input_tokens=usage.cache_creation_input_tokens or 0,
-            cache_read_input_tokens=usage.cache_read_input_tokens or 0,
-        ),
+        usage=Usage.from_mapping(message.usage.model_dump()) or Usage(),
         stop_reason=message.stop_reason,
         model=message.model,
     )

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from agentloop._core.effects import AppendMessages, CreateSession, SaveTransition
 from agentloop._core.messages import Message, MessageParam, SummaryInfo, Usage
-from sessions import NewMessage, StoredMessage
+from sessions import NewMessage, SessionStore, StoredMessage
 
 
 def _summary_to_dict(info: SummaryInfo) -> dict[str, Any]:
@@ -63,3 +64,31 @@ def from_record(record: StoredMessage) -> Message:
         usage=Usage.from_mapping(record.usage),
         summary=None if summary is None else _summary_from_dict(summary),
     )
+
+
+def perform_store_effect(
+    store: SessionStore, effect: CreateSession | AppendMessages | SaveTransition
+) -> None:
+    """Carry out one store effect of the core (the only place that maps them to store calls)."""
+    if isinstance(effect, CreateSession):
+        store.create_session(
+            session_id=effect.session_id,
+            model=effect.model,
+            workspace=effect.workspace,
+            title=effect.title,
+        )
+    elif isinstance(effect, AppendMessages):
+        store.append_messages(effect.session_id, [to_record(m) for m in effect.messages])
+    else:
+        transition = effect.transition
+        summary = transition.summary
+        store.transition(
+            transition.original_session_id,
+            messages=[to_record(m) for m in transition.compacted_messages],
+            strategy=effect.strategy,
+            messages_before=summary.original_message_count,
+            tokens_before=summary.tokens_before,
+            tokens_after=summary.tokens_after,
+            summary=summary.summary,
+            child_id=transition.new_session_id,
+        )

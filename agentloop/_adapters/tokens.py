@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from agentloop._core.blocks import Block, BlockRenderer
 from agentloop._core.messages import Message
 from agentloop._errors import AgentloopError
 
@@ -84,6 +85,7 @@ class TokenEstimator:
     def __init__(self) -> None:
         self._system_cache: dict[str, int] = {}
         self._tools_cache: dict[str, int] = {}
+        self._blocks = _BlockCounter(self)
 
     def count_text(self, text: str) -> int:
         """Tokens in ``text``; special-token strings such as ``<|endoftext|>`` are plain text."""
@@ -130,31 +132,10 @@ class TokenEstimator:
         return message.with_tokens(self.count_message(message))
 
     def _count_block(self, block: Mapping[str, Any]) -> int:
-        kind = block.get("type")
-        if kind == "text":
-            return BLOCK_OVERHEAD + self.count_text(str(block.get("text", "")))
-        if kind == "tool_use" or kind == "server_tool_use":
-            return (
-                TOOL_BLOCK_OVERHEAD
-                + self.count_text(str(block.get("name", "")))
-                + self.count_text(_json(block.get("input", {})))
-            )
-        if kind == "tool_result":
-            return TOOL_BLOCK_OVERHEAD + self._count_content(block.get("content", ""))
-        if kind == "thinking":
-            return BLOCK_OVERHEAD + self.count_text(str(block.get("thinking", "")))
-        if kind == "redacted_thinking":
-            # Encrypted payload: no text to tokenize, so estimate from its size.
-            return BLOCK_OVERHEAD + len(str(block.get("data", ""))) // 4
-        if kind == "image":
-            return MEDIA_BLOCK_TOKENS
-        if kind == "document":
-            return self._count_document(block)
-        # Anything else (server tool results, search results...): its JSON, minus bookkeeping.
-        rest = {k: v for k, v in block.items() if k not in ("type", "cache_control", "citations")}
-        return BLOCK_OVERHEAD + self.count_text(_json(rest))
+        return self._blocks.render(block)
 
-    def _count_content(self, content: Any) -> int:
+    def count_content(self, content: Any) -> int:
+        """Tokens of a tool_result or document content (a string or a list of blocks)."""
         if isinstance(content, str):
             return self.count_text(content)
         if isinstance(content, Sequence):
@@ -164,15 +145,50 @@ class TokenEstimator:
             )
         return self.count_text(str(content)) if content is not None else 0
 
-    def _count_document(self, block: Mapping[str, Any]) -> int:
+
+class _BlockCounter(BlockRenderer[int]):
+    """Estimated tokens of one content block."""
+
+    def __init__(self, estimator: TokenEstimator) -> None:
+        self.estimator = estimator
+
+    def text(self, text: str, block: Block) -> int:
+        return BLOCK_OVERHEAD + self.estimator.count_text(text)
+
+    def tool_use(self, name: str, tool_input: Any, call_id: str, block: Block) -> int:
+        count = self.estimator.count_text
+        return TOOL_BLOCK_OVERHEAD + count(name) + count(_json(tool_input))
+
+    def tool_result(self, items: list[Block], call_id: str, is_error: bool, block: Block) -> int:
+        return TOOL_BLOCK_OVERHEAD + self.estimator.count_content(block.get("content", ""))
+
+    def thinking(self, text: str, block: Block) -> int:
+        return BLOCK_OVERHEAD + self.estimator.count_text(text)
+
+    def redacted_thinking(self, data: str, block: Block) -> int:
+        # Encrypted payload: no text to tokenize, so estimate from its size.
+        return BLOCK_OVERHEAD + len(data) // 4
+
+    def image(self, block: Block) -> int:
+        return MEDIA_BLOCK_TOKENS
+
+    def document(self, block: Block) -> int:
         source = block.get("source")
-        title = self.count_text(str(block.get("title", "") or ""))
+        count = self.estimator.count_text
+        title = count(str(block.get("title", "") or ""))
         if isinstance(source, Mapping):
             if source.get("type") == "text":
-                return BLOCK_OVERHEAD + title + self.count_text(str(source.get("data", "")))
+                return BLOCK_OVERHEAD + title + count(str(source.get("data", "")))
             if source.get("type") == "content":
-                return BLOCK_OVERHEAD + title + self._count_content(source.get("content", ""))
+                return (
+                    BLOCK_OVERHEAD + title + self.estimator.count_content(source.get("content", ""))
+                )
         return MEDIA_BLOCK_TOKENS + title
+
+    def other(self, kind: str, block: Block) -> int:
+        # Server tool results, search results...: their JSON, minus bookkeeping.
+        rest = {k: v for k, v in block.items() if k not in ("type", "cache_control", "citations")}
+        return BLOCK_OVERHEAD + self.estimator.count_text(_json(rest))
 
 
 def _json(value: Any) -> str:
@@ -185,19 +201,6 @@ def _remember(cache: dict[str, int], key: str, value: int) -> None:
     if len(cache) >= _CACHE_LIMIT:
         cache.pop(next(iter(cache)))
     cache[key] = value
-
-
-_default_estimator = TokenEstimator()
-
-
-def default_estimator() -> TokenEstimator:
-    """A process-wide estimator shared by callers that do not bring their own."""
-    return _default_estimator
-
-
-def estimate(message: Message) -> Message:
-    """``message`` with its local token estimate cached on it (see ``TokenEstimator.estimate``)."""
-    return _default_estimator.estimate(message)
 
 
 MIN_RATIO = 0.5
@@ -257,7 +260,5 @@ __all__ = [
     "Calibration",
     "TokenEstimator",
     "TokenizerUnavailableError",
-    "default_estimator",
-    "estimate",
     "get_encoding",
 ]

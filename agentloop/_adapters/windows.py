@@ -22,6 +22,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal, TypeAlias
 
+from agentloop._core.validation import DEFAULT_MAX_TOKENS, positive_int, validate_window
 from agentloop._errors import ConfigurationError
 
 LimitsSource: TypeAlias = Literal["override", "models_api", "cache", "builtin", "default"]
@@ -29,7 +30,7 @@ Fetch: TypeAlias = Callable[[str], tuple[int | None, int | None]]
 """Asks the Models API for ``(max_input_tokens, max_tokens)`` of a model; may raise."""
 
 DEFAULT_CONTEXT_WINDOW = 200_000
-DEFAULT_MAX_OUTPUT_TOKENS = 8_192
+DEFAULT_MAX_OUTPUT_TOKENS = DEFAULT_MAX_TOKENS
 CACHE_TTL = timedelta(days=7)
 _CACHE_VERSION = 1
 
@@ -106,17 +107,13 @@ def default_limits(model: str) -> ModelLimits:
     )
 
 
-def validate_context_window(value: object, *, what: str = "context window") -> int:
-    """``value`` as a positive int, or :class:`ConfigurationError` with a one-line message."""
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ConfigurationError(f"{what} must be a positive number of tokens, not {value!r}")
-    return value
-
-
 def _positive_int(value: object) -> int | None:
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+    """``value`` if it is a positive int (the one rule, :func:`positive_int`), else None:
+    for data read from the API or the cache, where a bad value only means "unknown"."""
+    try:
+        return positive_int(value, what="value")
+    except ConfigurationError:
         return None
-    return value
 
 
 def _utc_now() -> datetime:
@@ -150,7 +147,7 @@ class ContextWindowResolver:
         self._fetch = fetch
         self._cache_path = cache_path
         self._overrides = {
-            model: validate_context_window(window, what=f"context window for {model}")
+            model: validate_window(window, what=f"context window for {model}")
             for model, window in (overrides or {}).items()
         }
         self._clock = clock or _utc_now
@@ -163,7 +160,7 @@ class ContextWindowResolver:
         if override is None:
             override = self._overrides.get(model, self._overrides.get(base_model_id(model)))
         if override is not None:
-            window = validate_context_window(override)
+            window = validate_window(override)
             # Only the window is overridden; the output limit comes from what is known locally
             # (never a network call), capped so that it fits in the window.
             return ModelLimits(window, min(self._local_max_output(model), window), "override")
@@ -313,5 +310,4 @@ __all__ = [
     "base_model_id",
     "builtin_limits",
     "default_limits",
-    "validate_context_window",
 ]

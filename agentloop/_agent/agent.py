@@ -6,12 +6,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from agentloop._core.compacter import CompactionSettings, ConversationCompacter
+from agentloop._core.compacter import CompactionSettings
+from agentloop._core.context import CompactionDecision
 from agentloop._core.hooks import PreservedStateHook
 from agentloop._core.messages import Message
 from agentloop._core.model import AsyncModel, Model, ModelResponse
+from agentloop._core.results import CompactionOutcome, CompactionTransition
 from agentloop._core.tool import ToolResult
+from agentloop._core.validation import DEFAULT_MAX_TOKENS
 from agentloop._loop.agent_loop import AgentLoop, LoopEvents, TurnResult
+from agentloop._loop.compacter import ConversationCompacter
+from sessions import SessionStore
 
 SYSTEM_PROMPT = """\
 You are agentloop, a careful and competent coding agent working in the user's project \
@@ -52,13 +57,13 @@ class _AgentEvents(LoopEvents):
     def on_text(self, delta: str) -> None:
         self.ui.on_text(delta)
 
-    def on_usage(self, decision: Any) -> None:
+    def on_usage(self, decision: CompactionDecision) -> None:
         self.ui.on_usage(decision)
 
-    def on_compaction_start(self, decision: Any) -> None:
+    def on_compaction_start(self, decision: CompactionDecision) -> None:
         self.ui.on_compaction_start(decision)
 
-    def on_transition(self, transition: Any) -> None:
+    def on_transition(self, transition: CompactionTransition) -> None:
         self.ui.on_transition(transition)
 
     def on_compaction_skipped(self, reason: str) -> None:
@@ -84,7 +89,7 @@ class CodingAgent:
         model: Model | AsyncModel,
         model_name: str,
         workspace: Path,
-        store: Any,
+        store: SessionStore,
         context_window: int,
         max_output_tokens: int,
         window_source: str,
@@ -92,7 +97,7 @@ class CodingAgent:
         approve: Callable[[str], bool],
         events: LoopEvents | None = None,
         resume_id: str | None = None,
-        max_tokens: int = 8192,
+        max_tokens: int = DEFAULT_MAX_TOKENS,
     ) -> None:
         from agentloop._adapters.tokens import Calibration
         from agentloop._agent.tools import TodoList, ToolHistory, coding_tools
@@ -150,15 +155,15 @@ class CodingAgent:
         return self.loop.session_id
 
     def run_turn(self, text: str) -> TurnResult:
-        if not self.loop.messages:
+        if not self.loop.saved:
             # Like other agents: the first request names the session in listings.
-            self.store.update_session(self.loop.session_id, title=" ".join(text.split())[:60])
+            self.loop.title = " ".join(text.split())[:60]
         try:
             return self.loop.run_turn(text)
         finally:
             self.save_state()
 
-    def compact(self, instructions: str | None = None) -> Any:
+    def compact(self, instructions: str | None = None) -> CompactionOutcome | None:
         try:
             return self.loop.compact(instructions)
         finally:
@@ -166,11 +171,13 @@ class CodingAgent:
 
     def save_state(self) -> None:
         """Todos, tool history and calibration live in session metadata, so resume restores them."""
+        if not self.loop.saved:
+            return  # nothing was said yet: no session to keep
         calibration = self.compacter.calibration
         metadata: dict[str, Any] = {
             "todos": self.todos.to_dict(),
             "tool_history": self.history.to_dict(),
         }
-        if calibration is not None and hasattr(calibration, "to_dict"):
+        if calibration is not None:
             metadata["calibration"] = calibration.to_dict()
         self.store.update_session(self.loop.session_id, metadata=metadata)

@@ -1,21 +1,19 @@
-"""ConversationCompacter: decides when to compact and produces the compacted conversation.
+"""The compaction core: measure, decide, plan and build the compacted conversation.
 
-It measures, decides, runs a strategy, validates the result against the Messages API's rules,
-checks that tokens really dropped, and hands back a :class:`CompactionTransition` for the caller
-to continue under a child session. Clock, ids, tokenizer and model are injected.
+:class:`CompactionCore` follows one conversation. It measures context usage, decides, runs a
+strategy, validates the result against the Messages API's rules and checks that tokens really
+dropped. Everything that touches the outside world (the summarizer model, the preserved-state
+hooks, the child's id, the clock) is an effect it yields; the token counter is injected. The
+public :class:`~agentloop.ConversationCompacter` adds the default wiring and the drivers.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, InstanceOf
-
 from agentloop._core.context import (
-    DEFAULT_THRESHOLD,
     Calibrator,
     CompactionDecision,
     ContextUsage,
@@ -23,36 +21,37 @@ from agentloop._core.context import (
     decide,
     measure,
     trigger_tokens,
-    validate_threshold,
-    validate_window,
 )
-from agentloop._core.hooks import PreservedStateHook, run_hooks
+from agentloop._core.effects import NewSessionId, ReadClock, RunHooks, Steps, perform
+from agentloop._core.hooks import PreservedStateHook
 from agentloop._core.messages import (
     Message,
-    MessageParam,
-    SummaryInfo,
     as_messages,
     is_safe_boundary,
-    to_params,
     validate_messages,
 )
-from agentloop._core.model import AsyncModel, Model, ModelRequest, ModelResponse
+from agentloop._core.model import AsyncModel, Model
+from agentloop._core.results import CompactionOutcome, CompactionSummary, CompactionTransition
 from agentloop._core.strategies import (
     Split,
     assemble,
-    build_prefix,
     choose_tail_start,
     previous_summary,
     prune_tool_outputs,
     window_note,
+    with_state,
 )
 from agentloop._core.summary import digest, summarize_steps
+from agentloop._core.validation import (
+    DEFAULT_MAX_TOKENS,
+    DEFAULT_THRESHOLD,
+    validate_threshold,
+    validate_window,
+)
 from agentloop._errors import ConfigurationError
-from agentloop._loop.drive import acall, adrive, call, drive
 
 StrategyName = Literal["auto", "summarize", "sliding_window", "prune", "none"]
 STRATEGIES: tuple[StrategyName, ...] = ("auto", "summarize", "sliding_window", "prune", "none")
-STATE_TAG = "<preserved-state>"
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,64 +113,12 @@ class CompactionSettings:
         return self.thresholds.get(model, self.threshold)
 
 
-class CompactionSummary(BaseModel):
-    """What one compaction did: counts, tokens before/after, the summary and how it was made."""
-
-    model_config = ConfigDict(frozen=True)
-
-    original_message_count: int
-    compacted_message_count: int
-    tokens_before: int
-    tokens_after: int
-    summary: str
-    strategy: str
-    """The strategy that produced the result: summarize, digest, prune, sliding_window."""
-    model: str
-    created_at: datetime
-    instructions: str | None = None
-    fallback_reason: str | None = None
-    """Why a deterministic digest replaced the model summary, if it did."""
-    warnings: list[str] = []
-    reason: str = ""
-    """Why compaction ran (the decision's reason)."""
-
-
-class CompactionResult(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
-    messages: list[InstanceOf[Message]]
-    summary: CompactionSummary
-
-
-class CompactionTransition(BaseModel):
-    """The compacted history and the child session it continues under."""
-
-    model_config = ConfigDict(frozen=True)
-
-    original_session_id: str
-    new_session_id: str
-    compacted_messages: list[InstanceOf[Message]]
-    summary: CompactionSummary
-
-    @property
-    def compacted_params(self) -> list[MessageParam]:
-        """The compacted history exactly as the Messages API takes it."""
-        return to_params(self.compacted_messages)
-
-
-class _NoModel:
-    def complete(self, request: ModelRequest, on_text: Any = None) -> ModelResponse:
-        raise RuntimeError("no summarizer model is configured")
-
-
-CompactionSteps = Generator[ModelRequest, ModelResponse, CompactionResult | None]
-
-
-class ConversationCompacter:
+class CompactionCore:
     """Measures context usage at safe boundaries and compacts when the threshold is reached.
 
-    One compacter follows one conversation (its circuit breaker and estimate cache are per
-    conversation). ``model`` is the summarizer; without one, summaries are deterministic digests.
+    One instance follows one conversation (its circuit breaker and estimate cache are per
+    conversation). ``summarizer`` is only handed to the model effect; without one, summaries
+    are deterministic digests.
     """
 
     def __init__(
@@ -179,43 +126,28 @@ class ConversationCompacter:
         *,
         model_name: str,
         context_window: int,
-        model: Model | AsyncModel | None = None,
-        max_output_tokens: int = 8192,
+        counter: TokenCounter,
+        summarizer: Model | AsyncModel | None = None,
+        max_output_tokens: int = DEFAULT_MAX_TOKENS,
         settings: CompactionSettings | None = None,
-        counter: TokenCounter | None = None,
         calibration: Calibrator | None = None,
         hooks: Sequence[PreservedStateHook] = (),
-        clock: Callable[[], datetime] | None = None,
-        new_session_id: Callable[[], str] | None = None,
         window_source: str = "override",
     ) -> None:
         self.model_name = model_name
         self.context_window = validate_window(context_window)
         self.window_source = window_source
-        self.model = model
+        self.summarizer = summarizer
         self.max_output_tokens = max_output_tokens
         self.settings = settings or CompactionSettings()
         self.hooks = list(hooks)
         self.calibration = calibration
-        self._counter = counter
-        self._clock = clock or (lambda: datetime.now(UTC))
-        self._new_session_id = new_session_id
+        self.counter = counter
         self._estimates: dict[int, tuple[Message, int]] = {}
         self._converted: dict[int, tuple[object, Message]] = {}
         self._breaker_until: int | None = None
-        self.last_decision: CompactionDecision | None = None
-        self.last_outcome: str = ""
-        """What the last compaction attempt did, in words (for ``/compact`` feedback)."""
 
     # -- measuring ---------------------------------------------------------------------------
-
-    @property
-    def counter(self) -> TokenCounter:
-        if self._counter is None:
-            from agentloop._adapters.tokens import TokenEstimator
-
-            self._counter = TokenEstimator()
-        return self._counter
 
     @property
     def threshold(self) -> float:
@@ -240,6 +172,10 @@ class ConversationCompacter:
         return (
             self.calibration.apply(local_tokens) if self.calibration is not None else local_tokens
         )
+
+    def fixed_tokens(self, system: str, tools: Sequence[dict[str, Any]]) -> int:
+        """Local estimate of what every request carries besides messages: system and tools."""
+        return self.counter.count_system(system) + self.counter.count_tools(tools)
 
     def messages_of(self, messages: Sequence[Message | Mapping[str, Any]]) -> list[Message]:
         """Our messages, converting plain API dicts once each (a hand-written loop's history)."""
@@ -272,12 +208,11 @@ class ConversationCompacter:
     def _measure(
         self, msgs: list[Message], system: str, tools: Sequence[dict[str, Any]]
     ) -> ContextUsage:
-        counter = self.counter
         return measure(
             msgs,
             window=self.context_window,
             count=self.count,
-            fixed_tokens=lambda: counter.count_system(system) + counter.count_tools(tools),
+            fixed_tokens=lambda: self.fixed_tokens(system, tools),
             calibrate=self.calibrate,
         )
 
@@ -289,6 +224,7 @@ class ConversationCompacter:
         tools: Sequence[dict[str, Any]] = (),
         force: bool = False,
     ) -> CompactionDecision:
+        """Whether to compact now, and why (nothing is changed)."""
         msgs = self.messages_of(messages)
         usage = self._measure(msgs, system, tools)
         return decide(
@@ -305,38 +241,7 @@ class ConversationCompacter:
 
     # -- compacting --------------------------------------------------------------------------
 
-    def compact(
-        self,
-        messages: Sequence[Message | Mapping[str, Any]],
-        *,
-        system: str = "",
-        tools: Sequence[dict[str, Any]] = (),
-        instructions: str | None = None,
-        force: bool = False,
-    ) -> CompactionResult | None:
-        """Compact if the decision says so (or ``force``); None when nothing was done."""
-        steps = self.compaction_steps(messages, system, tools, instructions, force)
-        if steps is None:
-            return None
-        model: Any = self.model or _NoModel()
-        return drive(steps, lambda request: call(model, request))
-
-    async def acompact(
-        self,
-        messages: Sequence[Message | Mapping[str, Any]],
-        *,
-        system: str = "",
-        tools: Sequence[dict[str, Any]] = (),
-        instructions: str | None = None,
-        force: bool = False,
-    ) -> CompactionResult | None:
-        steps = self.compaction_steps(messages, system, tools, instructions, force)
-        if steps is None:
-            return None
-        model: Any = self.model or _NoModel()
-        return await adrive(steps, lambda request: acall(model, request))
-
-    def compact_and_transition(
+    def steps(
         self,
         session_id: str,
         messages: Sequence[Message | Mapping[str, Any]],
@@ -345,58 +250,28 @@ class ConversationCompacter:
         tools: Sequence[dict[str, Any]] = (),
         instructions: str | None = None,
         force: bool = False,
-    ) -> CompactionTransition | None:
-        """None when no compaction is needed or possible; otherwise the transition to a child."""
-        result = self.compact(
-            messages, system=system, tools=tools, instructions=instructions, force=force
-        )
-        return None if result is None else self.transition_for(session_id, result)
-
-    async def acompact_and_transition(
-        self,
-        session_id: str,
-        messages: Sequence[Message | Mapping[str, Any]],
-        *,
-        system: str = "",
-        tools: Sequence[dict[str, Any]] = (),
-        instructions: str | None = None,
-        force: bool = False,
-    ) -> CompactionTransition | None:
-        result = await self.acompact(
-            messages, system=system, tools=tools, instructions=instructions, force=force
-        )
-        return None if result is None else self.transition_for(session_id, result)
-
-    def transition_for(self, session_id: str, result: CompactionResult) -> CompactionTransition:
-        """Give a compaction result a child session id."""
-        if self._new_session_id is None:
-            from sessions import new_session_id
-
-            self._new_session_id = new_session_id
-        return CompactionTransition(
-            original_session_id=session_id,
-            new_session_id=self._new_session_id(),
-            compacted_messages=result.messages,
-            summary=result.summary,
-        )
-
-    def compaction_steps(
-        self,
-        messages: Sequence[Message | Mapping[str, Any]],
-        system: str,
-        tools: Sequence[dict[str, Any]],
-        instructions: str | None,
-        force: bool,
-    ) -> CompactionSteps | None:
-        """For loop authors: the compaction as a generator of summarizer requests (drive it with
-        your own sync or async model calls), or None when the decision is not to compact."""
+        decision: CompactionDecision | None = None,
+    ) -> Steps[CompactionOutcome]:
+        """The whole compaction as a generator of effects (for loop authors who drive it with
+        their own model calls); it returns the :class:`CompactionOutcome`. ``decision`` is one
+        :meth:`should_compact` just made for these messages (saves measuring twice)."""
         msgs = self.messages_of(messages)
-        decision = self.should_compact(msgs, system=system, tools=tools, force=force)
-        self.last_decision = decision
-        self.last_outcome = ""
+        if decision is None:
+            decision = self.should_compact(msgs, system=system, tools=tools, force=force)
         if not decision.compact:
-            return None
-        return self._compact_steps(msgs, decision, system, tools, instructions)
+            return CompactionOutcome(decision=decision)
+        built = yield from self._compact_steps(msgs, decision, system, tools, instructions)
+        if isinstance(built, str):
+            return CompactionOutcome(decision=decision, skipped=built)
+        compacted, summary = built
+        child_id = yield from perform(NewSessionId())
+        transition = CompactionTransition(
+            original_session_id=session_id,
+            new_session_id=child_id,
+            compacted_messages=compacted,
+            summary=summary,
+        )
+        return CompactionOutcome(decision=decision, transition=transition)
 
     def _compact_steps(
         self,
@@ -405,7 +280,8 @@ class ConversationCompacter:
         system: str,
         tools: Sequence[dict[str, Any]],
         instructions: str | None,
-    ) -> CompactionSteps:
+    ) -> Steps[tuple[list[Message], CompactionSummary] | str]:
+        """The compacted history and its summary, or why there is none."""
         settings = self.settings
         tokens_before = decision.usage.tokens
         tail_budget = min(
@@ -419,9 +295,10 @@ class ConversationCompacter:
             msgs, tail_tokens=tail_budget, count=self.count, max_messages=window_messages
         )
         if split is None:
-            self.last_outcome = "nothing to compact: no safe cut point"
-            return None
-        state, warnings = run_hooks(self.hooks)
+            return "nothing to compact: no safe cut point"
+        hooks = yield from perform(RunHooks(tuple(self.hooks)))
+        state = hooks.state
+        warnings = list(hooks.warnings)
         strategy: str = settings.strategy
         compacted: list[Message] | None = None
         text = ""
@@ -441,8 +318,7 @@ class ConversationCompacter:
                     text = "old tool outputs were pruned"
             elif strategy == "prune":
                 self._breaker_until = max(decision.trigger_tokens, tokens_before) + margin
-                self.last_outcome = "nothing to prune: no old tool output is large enough"
-                return None
+                return "nothing to prune: no old tool output is large enough"
         if compacted is None and strategy == "sliding_window":
             text = window_note(msgs, split)
             compacted = assemble(msgs, split, text=text, state=state)
@@ -454,11 +330,10 @@ class ConversationCompacter:
         tokens_after = self.measure(compacted, system=system, tools=tools).tokens
         if tokens_after >= tokens_before:
             self._breaker_until = max(decision.trigger_tokens, tokens_before) + margin
-            self.last_outcome = (
+            return (
                 f"compaction would not reduce the context ({tokens_before:,} → {tokens_after:,} "
                 "tokens); kept the conversation as it is"
             )
-            return None
         saved_too_little = tokens_after > tokens_before * (1 - settings.min_savings)
         if saved_too_little or tokens_after >= decision.trigger_tokens:
             self._breaker_until = max(decision.trigger_tokens, tokens_after) + margin
@@ -470,24 +345,22 @@ class ConversationCompacter:
             self._breaker_until = None
         self._estimates.clear()
         self._converted.clear()
-        self.last_outcome = f"compacted {len(msgs)} → {len(compacted)} messages"
-        return CompactionResult(
-            messages=compacted,
-            summary=CompactionSummary(
-                original_message_count=len(msgs),
-                compacted_message_count=len(compacted),
-                tokens_before=tokens_before,
-                tokens_after=tokens_after,
-                summary=text,
-                strategy=strategy,
-                model=self.model_name,
-                created_at=self._clock(),
-                instructions=instructions,
-                fallback_reason=fallback,
-                warnings=warnings,
-                reason=decision.reason,
-            ),
+        created_at = yield from perform(ReadClock())
+        summary = CompactionSummary(
+            original_message_count=len(msgs),
+            compacted_message_count=len(compacted),
+            tokens_before=tokens_before,
+            tokens_after=tokens_after,
+            summary=text,
+            strategy=strategy,
+            model=self.model_name,
+            created_at=created_at,
+            instructions=instructions,
+            fallback_reason=fallback,
+            warnings=warnings,
+            reason=decision.reason,
         )
+        return compacted, summary
 
     def _fits(
         self, msgs: list[Message], limit: float, system: str, tools: Sequence[dict[str, Any]]
@@ -495,8 +368,7 @@ class ConversationCompacter:
         """Whether the local estimate of ``msgs`` (no API usage) is at most ``limit``: the same
         figure as ``measure``, but cached estimates are summed first and counting stops once the
         limit is passed, so rejecting a pruning that is not enough tokenizes little of it."""
-        counter = self.counter
-        local = counter.count_system(system) + counter.count_tools(tools)
+        local = self.fixed_tokens(system, tools)
         local += sum(m.tokens for m in msgs if m.tokens is not None)
         if self.calibrate(local) > limit:
             return False
@@ -509,14 +381,14 @@ class ConversationCompacter:
 
     def _summary_steps(
         self, msgs: list[Message], split: Split, instructions: str | None
-    ) -> Generator[ModelRequest, ModelResponse, tuple[str, str, str | None]]:
+    ) -> Steps[tuple[str, str, str | None]]:
         """The model summary of the head, or the deterministic digest if the model fails."""
         settings = self.settings
         before = previous_summary(msgs)
         previous = before.text if before is not None else None
         head = split.head(msgs)
         joined = "\n".join(x for x in (settings.standing_instructions, instructions or "") if x)
-        if self.model is None:
+        if self.summarizer is None:
             reason = "no summarizer model is configured"
             return digest(head, reason=reason, previous=previous), "digest", reason
         budget = settings.summarizer_window or self.context_window
@@ -531,6 +403,7 @@ class ConversationCompacter:
                 count=self.counter_text,
                 instructions=joined,
                 tool_output_chars=settings.tool_output_chars,
+                model=self.summarizer,
             )
         except Exception as error:  # the session must go on: fall back to the digest
             reason = f"the summarizer failed ({type(error).__name__}: {error})"
@@ -547,25 +420,5 @@ class ConversationCompacter:
 
     def record_usage(self, reported_input_tokens: int, local_input_tokens: int) -> None:
         """Teach the calibration how the API's count of a request relates to our estimate."""
-        if self.calibration is not None and hasattr(self.calibration, "observe"):
+        if self.calibration is not None:
             self.calibration = self.calibration.observe(reported_input_tokens, local_input_tokens)
-
-
-def with_state(messages: list[Message], state: str) -> list[Message]:
-    """Put the preserved state into the first message (replacing an older state block)."""
-    if not state.strip() or not messages:
-        return messages
-    first = messages[0]
-    if first.summary is not None:
-        info: SummaryInfo = first.summary
-        rebuilt = build_prefix(
-            info.text,
-            pinned=info.pinned,
-            request=info.request,
-            state=state,
-            replaced_count=info.replaced_count,
-        )
-        return [rebuilt, *messages[1:]]
-    blocks = [b for b in first.content if not str(b.get("text", "")).startswith(STATE_TAG)]
-    blocks.append({"type": "text", "text": f"{STATE_TAG}\n{state.strip()}\n</preserved-state>"})
-    return [replace(first, content=tuple(blocks), tokens=None), *messages[1:]]

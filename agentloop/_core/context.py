@@ -11,20 +11,7 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
-from agentloop._core.messages import Message, Usage
-from agentloop._core.validation import validate_threshold, validate_window
-
-__all__ = [
-    "CompactionDecision",
-    "ContextUsage",
-    "decide",
-    "measure",
-    "trigger_tokens",
-    "validate_threshold",
-    "validate_window",
-]
-
-DEFAULT_THRESHOLD = 0.85
+from agentloop._core.messages import Message
 
 UsageSource = Literal["api", "estimate", "api+estimate"]
 
@@ -45,7 +32,20 @@ class Calibrator(Protocol):
     @property
     def ratio(self) -> float: ...
 
+    @property
+    def samples(self) -> int:
+        """How many API-counted requests the calibration learnt from."""
+        ...
+
     def apply(self, local_tokens: int) -> int: ...
+
+    def observe(self, api_tokens: int, local_tokens: int) -> Calibrator:
+        """A new calibrator that has learnt from one request the API counted."""
+        ...
+
+    def to_dict(self) -> dict[str, Any]:
+        """What to save so that a resumed session keeps what was learnt."""
+        ...
 
 
 class ContextUsage(BaseModel):
@@ -76,18 +76,6 @@ class CompactionDecision(BaseModel):
     usage: ContextUsage
     trigger_tokens: int
     threshold: float
-
-
-def ensure_estimates(
-    messages: Sequence[Message], counter: TokenCounter, *, start: int = 0
-) -> list[Message]:
-    """Fill the cached token estimate of every message from ``start`` on that has none."""
-    out = list(messages)
-    for index in range(start, len(out)):
-        message = out[index]
-        if message.tokens is None:
-            out[index] = message.with_tokens(counter.count_message(message))
-    return out
 
 
 def last_reported_index(messages: Sequence[Message]) -> int | None:
@@ -188,8 +176,3 @@ def decide(
             f"passes {breaker_until:,} tokens (now {usage.tokens:,})",
         )
     return result(True, f"{usage.tokens:,} tokens reached the trigger ({why})")
-
-
-def reported_usage_of(messages: Sequence[Message]) -> Usage | None:
-    index = last_reported_index(messages)
-    return None if index is None else messages[index].usage

@@ -30,14 +30,14 @@ class Usage:
     cache_read_input_tokens: int = 0
 
     @property
+    def prompt_tokens(self) -> int:
+        """The whole request as the API counted it: input plus cache writes and cache reads."""
+        return self.input_tokens + self.cache_creation_input_tokens + self.cache_read_input_tokens
+
+    @property
     def context_tokens(self) -> int:
-        """Everything the response occupied in the context window: input (incl. cache) + output."""
-        return (
-            self.input_tokens
-            + self.cache_creation_input_tokens
-            + self.cache_read_input_tokens
-            + self.output_tokens
-        )
+        """Everything the response occupied in the context window: the request plus the reply."""
+        return self.prompt_tokens + self.output_tokens
 
     def to_dict(self) -> dict[str, int]:
         return {

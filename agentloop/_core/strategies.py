@@ -8,12 +8,13 @@ messages and the latest user request verbatim.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from agentloop._core.blocks import Block, BlockRenderer, to_json, tool_result_text
 from agentloop._core.messages import ContentBlock, Message, SummaryInfo, latest_user_request
+from sessions import pair_safe_cut
 
 TokenCount = Callable[[Message], int]
 
@@ -22,6 +23,8 @@ SUMMARY_INTRO = (
     "were replaced by the summary below. The complete original history is kept in the parent "
     "session."
 )
+STATE_OPEN = "<preserved-state>"
+STATE_CLOSE = "</preserved-state>"
 PRUNED_MARKER = "[tool output pruned during compaction: {chars:,} characters; the full output is kept in the parent session]"  # noqa: E501
 
 
@@ -45,25 +48,27 @@ def choose_tail_start(
     count: TokenCount,
     max_messages: int | None = None,
 ) -> Split | None:
-    """The earliest safe cut whose tail fits ``tail_tokens`` (and ``max_messages``).
+    """The earliest pair-safe cut whose tail fits ``tail_tokens`` (and ``max_messages``).
 
-    Safe cuts are assistant messages after the first message: a tail starting there never holds
-    a tool_result without its tool_use. When not even the last cut fits, the last cut is used
-    (the smallest valid tail). None when there is no cut point at all.
+    The tail starts at an assistant message after the first message (``pair_safe_cut``, the one
+    cut rule the store's sliding window uses too), so no tool_result is parted from its
+    tool_use. When not even the last cut fits, the last cut is used (the smallest valid tail).
+    None when there is no cut point at all.
     """
-    best: int | None = None
-    running = 0
     n = len(messages)
+    earliest = n
+    running = 0
     for index in range(n - 1, 0, -1):
         running += count(messages[index])
-        if messages[index].role != "assistant":
-            continue
-        fits = running <= tail_tokens and (max_messages is None or n - index <= max_messages)
-        if fits or best is None:
-            best = index
-        if not fits:
+        if running > tail_tokens or (max_messages is not None and n - index > max_messages):
             break
-    return None if best is None else Split(best)
+        earliest = index
+    cut = pair_safe_cut(messages, max(earliest, 1), first_role="assistant")
+    index = min(earliest, n) - 1
+    while cut is None and index > 0:  # no cut fits: the last cut, the smallest valid tail
+        cut = pair_safe_cut(messages, index, first_role="assistant")
+        index -= 1
+    return None if cut is None else Split(cut)
 
 
 def previous_summary(messages: Sequence[Message]) -> SummaryInfo | None:
@@ -87,39 +92,69 @@ def carried_items(
     return tuple(pinned), request
 
 
+class _CarriedBlocks(BlockRenderer[list[ContentBlock]]):
+    """A message's blocks as a user message may carry them (tool blocks become text)."""
+
+    def __init__(self, role: str) -> None:
+        self.role = role
+
+    def text(self, text: str, block: Block) -> list[ContentBlock]:
+        return [dict(block)] if text.strip() else []
+
+    def tool_use(
+        self, name: str, tool_input: Any, call_id: str, block: Block
+    ) -> list[ContentBlock]:
+        return [{"type": "text", "text": f"[tool call {name}: {to_json(tool_input)}]"}]
+
+    def tool_result(
+        self, items: list[Block], call_id: str, is_error: bool, block: Block
+    ) -> list[ContentBlock]:
+        return [{"type": "text", "text": f"[tool result: {tool_result_text(block)}]"}]
+
+    def thinking(self, text: str, block: Block) -> list[ContentBlock]:
+        return []  # thinking blocks are only valid in their own assistant turn
+
+    def redacted_thinking(self, data: str, block: Block) -> list[ContentBlock]:
+        return []
+
+    def image(self, block: Block) -> list[ContentBlock]:
+        return [dict(block)] if self.role == "user" else self.other("image", block)
+
+    def document(self, block: Block) -> list[ContentBlock]:
+        return [dict(block)] if self.role == "user" else self.other("document", block)
+
+    def other(self, kind: str, block: Block) -> list[ContentBlock]:
+        return [{"type": "text", "text": f"[{kind} block]"}]
+
+
 def _as_text_blocks(message: Message) -> list[ContentBlock]:
-    """A message's blocks in a form a user message may carry (tool blocks become text)."""
-    blocks: list[ContentBlock] = []
-    for block in message.content:
-        kind = block.get("type")
-        if kind == "text":
-            if str(block.get("text", "")).strip():
-                blocks.append(dict(block))
-        elif kind in ("image", "document") and message.role == "user":
-            blocks.append(dict(block))
-        elif kind == "tool_use":
-            args = json.dumps(block.get("input", {}), ensure_ascii=False, sort_keys=True)
-            blocks.append({"type": "text", "text": f"[tool call {block.get('name')}: {args}]"})
-        elif kind == "tool_result":
-            blocks.append({"type": "text", "text": f"[tool result: {tool_result_text(block)}]"})
-        elif kind == "thinking":
-            continue  # thinking blocks are only valid in their own assistant turn
-        else:
-            blocks.append({"type": "text", "text": f"[{kind} block]"})
-    return blocks
+    renderer = _CarriedBlocks(message.role)
+    return [b for block in message.content for b in renderer.render(block)]
 
 
-def tool_result_text(block: ContentBlock) -> str:
-    content: Any = block.get("content", "")
-    if isinstance(content, str):
-        return content
-    parts: list[str] = []
-    for item in content or ():
-        if isinstance(item, dict) and item.get("type") == "text":
-            parts.append(str(item.get("text", "")))
-        elif isinstance(item, dict):
-            parts.append(f"[{item.get('type')} block]")
-    return "\n".join(parts)
+def state_block(state: str) -> ContentBlock:
+    """The text block that carries the preserved state in a compacted context."""
+    return {"type": "text", "text": f"{STATE_OPEN}\n{state.strip()}\n{STATE_CLOSE}"}
+
+
+def with_state(messages: list[Message], state: str) -> list[Message]:
+    """Put the preserved state into the first message (replacing an older state block)."""
+    if not state.strip() or not messages:
+        return messages
+    first = messages[0]
+    if first.summary is not None:
+        info: SummaryInfo = first.summary
+        rebuilt = build_prefix(
+            info.text,
+            pinned=info.pinned,
+            request=info.request,
+            state=state,
+            replaced_count=info.replaced_count,
+        )
+        return [rebuilt, *messages[1:]]
+    blocks = [b for b in first.content if not str(b.get("text", "")).startswith(STATE_OPEN)]
+    blocks.append(state_block(state))
+    return [replace(first, content=tuple(blocks), tokens=None), *messages[1:]]
 
 
 def build_prefix(
@@ -139,9 +174,7 @@ def build_prefix(
         }
     ]
     if state.strip():
-        blocks.append(
-            {"type": "text", "text": f"<preserved-state>\n{state.strip()}\n</preserved-state>"}
-        )
+        blocks.append(state_block(state))
     if pinned:
         blocks.append({"type": "text", "text": "Pinned messages, kept verbatim:"})
         for message in pinned:
@@ -179,22 +212,6 @@ def window_note(messages: Sequence[Message], split: Split) -> str:
     if before is not None:
         note = f"{before.text.strip()}\n\n{note}"
     return note
-
-
-def sliding_window(
-    messages: Sequence[Message],
-    *,
-    count: TokenCount,
-    max_messages: int | None = None,
-    max_tokens: int | None = None,
-    state: str = "",
-) -> list[Message] | None:
-    """Keep the newest messages (by count or tokens) from a safe cut; None if nothing to drop."""
-    budget = max_tokens if max_tokens is not None else 2**62
-    split = choose_tail_start(messages, tail_tokens=budget, count=count, max_messages=max_messages)
-    if split is None:
-        return None
-    return assemble(messages, split, text=window_note(messages, split), state=state)
 
 
 def prune_tool_outputs(

@@ -4,13 +4,13 @@ yields model requests (so one code path serves the sync and the async compacter)
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
+from agentloop._core.blocks import Block, BlockRenderer, to_json, tool_result_text
+from agentloop._core.effects import CallModel, Steps, perform
 from agentloop._core.messages import Message
-from agentloop._core.model import ModelRequest, ModelResponse
-from agentloop._core.strategies import tool_result_text
+from agentloop._core.model import AsyncModel, Model, ModelRequest
 
 SECTIONS = (
     "Goal",
@@ -34,7 +34,6 @@ SUMMARIZER_SYSTEM = (
 )
 
 TextCount = Callable[[str], int]
-SummarySteps = Generator[ModelRequest, ModelResponse, str]
 
 
 def shorten(text: str, limit: int) -> str:
@@ -47,29 +46,37 @@ def shorten(text: str, limit: int) -> str:
     return f"{text[:head]}\n[... {omitted:,} characters omitted ...]\n{text[-tail:]}"
 
 
+class _TranscriptRenderer(BlockRenderer[str]):
+    """Blocks as transcript lines for the summarizer; long outputs are shortened."""
+
+    def __init__(self, speaker: str, tool_output_chars: int) -> None:
+        self.speaker = speaker
+        self.limit = tool_output_chars
+
+    def text(self, text: str, block: Block) -> str:
+        return f"{self.speaker}: {text}"
+
+    def tool_use(self, name: str, tool_input: Any, call_id: str, block: Block) -> str:
+        return f"{self.speaker} called tool {name} [{call_id}]: {to_json(tool_input)}"
+
+    def tool_result(self, items: list[Block], call_id: str, is_error: bool, block: Block) -> str:
+        status = "error" if is_error else "result"
+        return f"Tool {status} [{call_id}]:\n{shorten(tool_result_text(block), self.limit)}"
+
+    def thinking(self, text: str, block: Block) -> str:
+        return f"{self.speaker} (thinking): {shorten(text, self.limit)}"
+
+    def other(self, kind: str, block: Block) -> str:
+        return f"{self.speaker}: [{kind} block]"
+
+
 def render_message(message: Message, *, tool_output_chars: int) -> str:
     """One message as transcript text for the summarizer; long tool outputs are shortened."""
-    lines: list[str] = []
     speaker = "User" if message.role == "user" else "Assistant"
     if message.pinned:
         speaker += " (pinned)"
-    for block in message.content:
-        kind = block.get("type")
-        if kind == "text":
-            lines.append(f"{speaker}: {block.get('text', '')}")
-        elif kind == "tool_use":
-            args = json.dumps(block.get("input", {}), ensure_ascii=False, sort_keys=True)
-            lines.append(f"{speaker} called tool {block.get('name')} [{block.get('id')}]: {args}")
-        elif kind == "tool_result":
-            status = "error" if block.get("is_error") else "result"
-            body = shorten(tool_result_text(block), tool_output_chars)
-            lines.append(f"Tool {status} [{block.get('tool_use_id')}]:\n{body}")
-        elif kind == "thinking":
-            thought = shorten(str(block.get("thinking", "")), tool_output_chars)
-            lines.append(f"{speaker} (thinking): {thought}")
-        else:
-            lines.append(f"{speaker}: [{kind} block]")
-    return "\n".join(lines)
+    renderer = _TranscriptRenderer(speaker, tool_output_chars)
+    return "\n".join(renderer.render_all(message.content))
 
 
 def transcript_parts(messages: Sequence[Message], *, tool_output_chars: int) -> list[str]:
@@ -186,7 +193,8 @@ def summarize_steps(
     count: TextCount,
     instructions: str = "",
     tool_output_chars: int = 2000,
-) -> SummarySteps:
+    model: Model | AsyncModel | None = None,
+) -> Steps[str]:
     """Yield one summarizer request per chunk, folding each answer into the next request.
 
     The summarizer sees every message of the head. A head larger than ``budget_tokens`` is cut
@@ -204,13 +212,14 @@ def summarize_steps(
         prompt = summary_prompt(
             chunk, previous=summary, part=number, parts=len(chunks), instructions=instructions
         )
-        response = yield ModelRequest(
+        request = ModelRequest(
             model=model_name,
             messages=(Message.user(prompt),),
             system=SUMMARIZER_SYSTEM,
             max_tokens=max_tokens,
             metadata={"purpose": "summary", "part": number, "parts": len(chunks)},
         )
+        response = yield from perform(CallModel(request, model=model))
         text = response.text.strip()
         if not text:
             raise ValueError("the summarizer returned an empty summary")

@@ -17,11 +17,20 @@ class ToolResult:
 
 @runtime_checkable
 class Tool(Protocol):
-    name: str
-    description: str
-    input_schema: dict[str, Any]
+    """A tool the model may call: its name, what it does, its JSON schema, and how it runs."""
 
-    def run(self, tool_input: Mapping[str, Any]) -> ToolResult: ...
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def description(self) -> str: ...
+
+    @property
+    def input_schema(self) -> dict[str, Any]: ...
+
+    def run(self, tool_input: Mapping[str, Any]) -> ToolResult:
+        """Run with the model's input; a failure is an ``is_error`` result, not an exception."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)

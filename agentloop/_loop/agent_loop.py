@@ -1,40 +1,40 @@
 """AgentLoop: the tool-use loop with compaction at every safe boundary.
 
-The loop is written once, as a generator of effects (model requests and tool calls); a sync and
-an async driver carry the effects out. Before every model call — between user turns and between
-tool rounds — it asks the compacter; a transition swaps in the compacted history under a child
-session, and both sessions stay on disk.
-"""
+The loop is written once, as a generator of effects (model requests, tool calls, store
+writes); a sync and an async driver carry the effects out. Before every model call — between
+user turns and between tool rounds — it asks the compacter; a transition swaps in the
+compacted history under a child session, and both sessions stay on disk."""
 
 from __future__ import annotations
 
-import asyncio
 import os
-from collections.abc import Generator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentloop._core.compacter import CompactionTransition, ConversationCompacter
 from agentloop._core.context import CompactionDecision
+from agentloop._core.effects import (
+    AppendMessages,
+    CallModel,
+    CreateSession,
+    RunTool,
+    SaveTransition,
+    Steps,
+    perform,
+)
 from agentloop._core.messages import ContentBlock, Message, validate_messages
 from agentloop._core.model import AsyncModel, Model, ModelRequest, ModelResponse
+from agentloop._core.results import CompactionOutcome, CompactionTransition
 from agentloop._core.tool import Tool, ToolResult, tool_definition
+from agentloop._core.validation import DEFAULT_MAX_TOKENS
 from agentloop._errors import AgentloopError, PromptTooLongError
-from agentloop._loop import drive as _drive
+from agentloop._loop.compacter import ConversationCompacter
+from agentloop._loop.drive import Runtime, adrive, drive
+from sessions import SessionStore
 
 
 class ContextFullError(AgentloopError):
     """The conversation no longer fits and compaction is disabled or could not help."""
-
-
-@dataclass(frozen=True, slots=True)
-class ToolCall:
-    """An effect: run ``tool`` with ``tool_input`` (the id ties the result to its tool_use)."""
-
-    tool: Tool | None
-    name: str
-    call_id: str
-    tool_input: dict[str, Any]
 
 
 @dataclass
@@ -74,15 +74,11 @@ class LoopEvents:
         """A complete assistant reply (after streaming)."""
 
 
-Effect = ModelRequest | ToolCall
-Steps = Generator[Effect, Any, Any]
-
-
 class AgentLoop:
     """A conversation over the model seam with tools, compaction and (optionally) a store.
 
-    ``store`` is a :class:`sessions.SessionStore`; when given, every message is appended as it
-    happens and each compaction continues under a child session saved with its parent.
+    With a ``store``, the session is created on its first message, every message is appended
+    as it happens, and each compaction continues under a child session saved with its parent.
     """
 
     def __init__(
@@ -91,14 +87,14 @@ class AgentLoop:
         model: Model | AsyncModel,
         model_name: str,
         compacter: ConversationCompacter | None = None,
-        store: Any = None,
+        store: SessionStore | None = None,
         session_id: str | None = None,
         workspace: str | None = None,
         title: str | None = None,
         messages: Sequence[Message] = (),
         system: str = "",
         tools: Sequence[Tool] = (),
-        max_tokens: int = 8192,
+        max_tokens: int = DEFAULT_MAX_TOKENS,
         max_tool_rounds: int = 100,
         events: LoopEvents | None = None,
     ) -> None:
@@ -115,28 +111,50 @@ class AgentLoop:
         self.messages: list[Message] = list(messages)
         self.workspace = workspace or os.getcwd()
         self.title = title
-        self.session_id = session_id or self._new_session_id()
+        # Ids, clock and hooks come from the compacter's wiring, so its injections hold here too.
+        base = compacter.runtime if compacter is not None else Runtime()
+        self.runtime = Runtime(
+            model=model,
+            store=store,
+            new_session_id=base.new_session_id,
+            clock=base.clock,
+            run_hooks=base.run_hooks,
+            on_text=self.events.on_text,
+        )
+        self._stored = session_id is not None
+        """Whether the session exists in the store (a new one is created on its first message)."""
+        self.session_id = session_id or self.runtime.new_session_id()
 
     # -- public API --------------------------------------------------------------------------
+
+    @property
+    def saved(self) -> bool:
+        """Whether the session exists in the store yet (it is created on its first message)."""
+        return self._stored
 
     def run_turn(
         self, user_input: str | Sequence[ContentBlock], *, pinned: bool = False
     ) -> TurnResult:
         """One user turn: model calls and tool rounds until the assistant stops."""
-        return self._drive(self._turn_steps(user_input, pinned))  # type: ignore[no-any-return]
+        return drive(self._turn_steps(user_input, pinned), self.runtime.perform)
 
     async def arun_turn(
         self, user_input: str | Sequence[ContentBlock], *, pinned: bool = False
     ) -> TurnResult:
-        return await self._adrive(self._turn_steps(user_input, pinned))  # type: ignore[no-any-return]
+        """The async form of :meth:`run_turn`; store writes, hooks and tools run in threads."""
+        return await adrive(self._turn_steps(user_input, pinned), self.runtime.aperform)
 
-    def compact(self, instructions: str | None = None) -> CompactionTransition | None:
+    def compact(self, instructions: str | None = None) -> CompactionOutcome | None:
         """Manual compaction (``/compact [instructions]``); works even when automatic
-        compaction is disabled, because the user asked for it."""
-        return self._drive(self._compaction_steps(force=True, instructions=instructions))  # type: ignore[no-any-return]
+        compaction is disabled, because the user asked for it. None without a compacter."""
+        return drive(
+            self._compaction_steps(force=True, instructions=instructions), self.runtime.perform
+        )
 
-    async def acompact(self, instructions: str | None = None) -> CompactionTransition | None:
-        return await self._adrive(self._compaction_steps(force=True, instructions=instructions))  # type: ignore[no-any-return]
+    async def acompact(self, instructions: str | None = None) -> CompactionOutcome | None:
+        """The async form of :meth:`compact`."""
+        steps = self._compaction_steps(force=True, instructions=instructions)
+        return await adrive(steps, self.runtime.aperform)
 
     def context(self) -> CompactionDecision | None:
         """The current usage and what the compacter would decide (for ``/context``)."""
@@ -148,18 +166,20 @@ class AgentLoop:
 
     # -- the core, written once --------------------------------------------------------------
 
-    def _turn_steps(self, user_input: str | Sequence[ContentBlock], pinned: bool) -> Steps:
-        self._repair()
-        self._append(Message.user(user_input, pinned=pinned))
+    def _turn_steps(
+        self, user_input: str | Sequence[ContentBlock], pinned: bool
+    ) -> Steps[TurnResult]:
+        yield from self._repair()
+        yield from self._append(Message.user(user_input, pinned=pinned))
         result = TurnResult(text="", session_id=self.session_id)
         emergency_used = False
         for _round in range(self.max_tool_rounds):
-            transition = yield from self._compaction_steps(force=False, instructions=None)
-            if transition is not None:
-                result.transitions.append(transition)
+            outcome = yield from self._compaction_steps(force=False, instructions=None)
+            if outcome is not None and outcome.transition is not None:
+                result.transitions.append(outcome.transition)
             request = self._request()
             try:
-                response: ModelResponse = yield request
+                response = yield from perform(CallModel(request, stream=True))
             except PromptTooLongError as error:
                 if not self._compaction_enabled():
                     raise ContextFullError(
@@ -172,16 +192,16 @@ class AgentLoop:
                         "instructions to keep less, or start a new session"
                     ) from None
                 emergency_used = True
-                transition = yield from self._compaction_steps(
+                outcome = yield from self._compaction_steps(
                     force=True, instructions=None, emergency=True
                 )
-                if transition is None:
+                if outcome is None or outcome.transition is None:
                     raise ContextFullError(
                         f"{error}, and compaction could not reduce the conversation"
                     ) from None
-                result.transitions.append(transition)
+                result.transitions.append(outcome.transition)
                 continue
-            self._record_reply(response)
+            yield from self._record_reply(response)
             result.stop_reason = response.stop_reason
             if response.text:
                 result.text = response.text
@@ -194,20 +214,20 @@ class AgentLoop:
                 name = str(call.get("name"))
                 tool_input = dict(call.get("input") or {})
                 self.events.on_tool_call(name, tool_input)
-                outcome: ToolResult = yield ToolCall(
-                    self.tools.get(name), name, str(call["id"]), tool_input
+                tool_result = yield from perform(
+                    RunTool(self.tools.get(name), name, str(call["id"]), tool_input)
                 )
-                self.events.on_tool_result(name, tool_input, outcome)
+                self.events.on_tool_result(name, tool_input, tool_result)
                 block: ContentBlock = {
                     "type": "tool_result",
                     "tool_use_id": call["id"],
-                    "content": outcome.content or "(no output)",
+                    "content": tool_result.content or "(no output)",
                 }
-                if outcome.is_error:
+                if tool_result.is_error:
                     block["is_error"] = True
                 blocks.append(block)
                 result.tool_calls += 1
-            self._append(Message("user", tuple(blocks)))
+            yield from self._append(Message("user", tuple(blocks)))
         result.text = (
             result.text + f"\n[stopped after {self.max_tool_rounds} tool rounds in one turn]"
         ).strip()
@@ -216,7 +236,7 @@ class AgentLoop:
 
     def _compaction_steps(
         self, *, force: bool, instructions: str | None, emergency: bool = False
-    ) -> Generator[Effect, Any, CompactionTransition | None]:
+    ) -> Steps[CompactionOutcome | None]:
         compacter = self.compacter
         if compacter is None or (not force and not compacter.settings.enabled):
             return None
@@ -225,26 +245,25 @@ class AgentLoop:
         )
         self.events.on_usage(decision)
         if not decision.compact:
-            return None
+            return CompactionOutcome(decision=decision)
         self.events.on_compaction_start(decision)
-        steps = compacter.compaction_steps(
+        outcome = yield from compacter.steps(
+            self.session_id,
             self.messages,
             system=self.system,
             tools=self.tool_definitions,
             instructions=instructions,
-            force=force,
+            decision=decision,
         )
-        result = None if steps is None else (yield from steps)
-        if result is None:
-            self.events.on_compaction_skipped(compacter.last_outcome or decision.reason)
-            return None
-        transition = compacter.transition_for(self.session_id, result)
-        self._apply(transition, emergency=emergency)
-        return transition
+        if outcome.transition is None:
+            self.events.on_compaction_skipped(outcome.explanation)
+            return outcome
+        yield from self._apply(outcome.transition, emergency=emergency)
+        return outcome
 
     # -- state changes -----------------------------------------------------------------------
 
-    def _repair(self) -> None:
+    def _repair(self) -> Steps[None]:
         """Make the history ready for a new user message after an interrupted or failed turn:
         answer tool calls left pending and close a user message left without a reply, so the
         roles keep alternating (the history itself is kept, never dropped)."""
@@ -252,7 +271,7 @@ class AgentLoop:
             return
         pending = self.messages[-1].tool_use_ids if self.messages[-1].role == "assistant" else []
         if pending:
-            self._append(
+            yield from self._append(
                 Message(
                     "user",
                     tuple(
@@ -267,56 +286,41 @@ class AgentLoop:
                 )
             )
         if self.messages[-1].role == "user":
-            self._append(
+            yield from self._append(
                 Message.assistant("[no reply: the previous turn was interrupted or failed]")
             )
 
-    def _apply(self, transition: CompactionTransition, *, emergency: bool) -> None:
+    def _apply(self, transition: CompactionTransition, *, emergency: bool) -> Steps[None]:
         """Swap in the compacted history under the child session, saving the child."""
-        if self.store is not None:
-            from agentloop._adapters.store import to_record
-
-            summary = transition.summary
-            self.store.transition(
-                transition.original_session_id,
-                messages=[to_record(m) for m in transition.compacted_messages],
-                strategy=summary.strategy + (" (emergency)" if emergency else ""),
-                messages_before=summary.original_message_count,
-                tokens_before=summary.tokens_before,
-                tokens_after=summary.tokens_after,
-                summary=summary.summary,
-                child_id=transition.new_session_id,
-            )
+        if not self._stored:  # a conversation compacted before anything was stored
+            yield from self._create()
+        strategy = transition.summary.strategy + (" (emergency)" if emergency else "")
+        yield from perform(SaveTransition(transition, strategy))
         self.messages = list(transition.compacted_messages)
         self.session_id = transition.new_session_id
         self.events.on_transition(transition)
 
-    def _append(self, message: Message) -> None:
+    def _create(self) -> Steps[None]:
+        yield from perform(
+            CreateSession(self.session_id, self.model_name, self.workspace, self.title)
+        )
+        self._stored = True
+
+    def _append(self, message: Message) -> Steps[None]:
         if self.compacter is not None and message.tokens is None:
             message = message.with_tokens(self.compacter.count(message))
+        if not self._stored:
+            yield from self._create()
+        yield from perform(AppendMessages(self.session_id, (message,)))
         self.messages.append(message)
-        if self.store is not None:
-            from agentloop._adapters.store import to_record
 
-            self.store.append_messages(self.session_id, [to_record(message)])
-
-    def _record_reply(self, response: ModelResponse) -> None:
+    def _record_reply(self, response: ModelResponse) -> Steps[None]:
         if self.compacter is not None:
-            sent_local = sum(self.compacter.count(m) for m in self.messages) + self._fixed_tokens()
-            usage = response.usage
-            reported = (
-                usage.input_tokens
-                + usage.cache_creation_input_tokens
-                + usage.cache_read_input_tokens
-            )
-            self.compacter.record_usage(reported, sent_local)
+            sent = sum(self.compacter.count(m) for m in self.messages)
+            sent += self.compacter.fixed_tokens(self.system, self.tool_definitions)
+            self.compacter.record_usage(response.usage.prompt_tokens, sent)
         self.events.on_reply(response)
-        self._append(response.to_message())
-
-    def _fixed_tokens(self) -> int:
-        assert self.compacter is not None
-        counter = self.compacter.counter
-        return counter.count_system(self.system) + counter.count_tools(self.tool_definitions)
+        yield from self._append(response.to_message())
 
     def _request(self) -> ModelRequest:
         validate_messages(self.messages, allow_pending_tool_use=False)
@@ -331,43 +335,3 @@ class AgentLoop:
 
     def _compaction_enabled(self) -> bool:
         return self.compacter is not None and self.compacter.settings.enabled
-
-    def _new_session_id(self) -> str:
-        if self.store is not None:
-            session = self.store.create_session(
-                model=self.model_name, workspace=self.workspace, title=self.title
-            )
-            return str(session.id)
-        from sessions import new_session_id
-
-        return new_session_id()
-
-    # -- drivers: the only code that differs between sync and async ---------------------------
-
-    def _on_text(self, request: ModelRequest) -> Any:
-        return self.events.on_text if request.metadata.get("purpose") == "conversation" else None
-
-    def _perform(self, effect: Effect) -> Any:
-        if isinstance(effect, ToolCall):
-            return _run_tool(effect)
-        return _drive.call(self.model, effect, self._on_text(effect))  # type: ignore[arg-type]
-
-    async def _aperform(self, effect: Effect) -> Any:
-        if isinstance(effect, ToolCall):
-            return await asyncio.to_thread(_run_tool, effect)
-        return await _drive.acall(self.model, effect, self._on_text(effect))
-
-    def _drive(self, steps: Steps) -> Any:
-        return _drive.drive(steps, self._perform)
-
-    async def _adrive(self, steps: Steps) -> Any:
-        return await _drive.adrive(steps, self._aperform)
-
-
-def _run_tool(call: ToolCall) -> ToolResult:
-    if call.tool is None:
-        return ToolResult(f"unknown tool {call.name!r}", is_error=True)
-    try:
-        return call.tool.run(call.tool_input)
-    except Exception as error:  # a broken tool is the model's information, not a crash
-        return ToolResult(f"{type(error).__name__}: {error}", is_error=True)

@@ -1,23 +1,131 @@
-"""Drivers that carry out the effects a core generator yields, sync or async.
+"""Drivers: carry out the effects a core generator yields, synchronously or on an event loop.
 
-Core logic is written once as a generator that yields effects (model requests, tool calls) and
-receives their results; a failure is thrown back into the generator, which owns the policy.
-``drive`` and ``adrive`` are the only places where the sync and async paths differ.
+:class:`Runtime` holds what the effects need (the model, the store, the id factory, the clock,
+the hook runner) and performs one effect; :func:`drive` and :func:`adrive` run a generator to
+its end. The async path performs blocking effects (tools, hooks, store writes with their
+fsyncs, a sync-only model) in a worker thread, so the event loop is never blocked.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Generator
-from typing import Any, TypeVar
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, TypeVar, cast
 
-from agentloop._core.model import AsyncModel, Model, ModelRequest, ModelResponse, TextCallback
+from agentloop._core.effects import (
+    STORE_EFFECTS,
+    AppendMessages,
+    CallModel,
+    CreateSession,
+    Effect,
+    NewSessionId,
+    ReadClock,
+    RunHooks,
+    RunTool,
+    SaveTransition,
+    Steps,
+)
+from agentloop._core.hooks import HookOutput, PreservedStateHook
+from agentloop._core.model import AsyncModel, Model, ModelResponse, TextCallback
+from agentloop._core.tool import ToolResult
+from agentloop._errors import ConfigurationError
+from sessions import SessionStore
 
 T = TypeVar("T")
-E = TypeVar("E")
 
 
-def drive(steps: Generator[E, Any, T], perform: Callable[[E], Any]) -> T:
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _new_session_id() -> str:
+    from sessions import new_session_id
+
+    return new_session_id()
+
+
+def _run_hooks(hooks: Sequence[PreservedStateHook]) -> HookOutput:
+    from agentloop._adapters.hooks import run_hooks
+
+    return run_hooks(hooks)
+
+
+class _NoModel:
+    """Stands in when no model is configured: a request is an error the core handles."""
+
+    def complete(self, request: object, on_text: TextCallback | None = None) -> ModelResponse:
+        raise ConfigurationError("no model is configured")
+
+
+@dataclass
+class Runtime:
+    """Everything the effects touch. Defaults: real ids, the UTC clock, threaded hooks."""
+
+    model: Model | AsyncModel | None = None
+    store: SessionStore | None = None
+    new_session_id: Callable[[], str] = _new_session_id
+    clock: Callable[[], datetime] = _utc_now
+    run_hooks: Callable[[Sequence[PreservedStateHook]], HookOutput] = _run_hooks
+    on_text: TextCallback | None = field(default=None, repr=False)
+
+    def perform(self, effect: Effect[Any]) -> object:
+        """Carry out ``effect`` here and now (blocking)."""
+        if isinstance(effect, CallModel):
+            model = self._model_for(effect)
+            if not isinstance(model, Model):
+                raise ConfigurationError(
+                    "the model only has an async interface: use the async entry points"
+                )
+            return model.complete(effect.request, self.on_text if effect.stream else None)
+        if isinstance(effect, RunTool):
+            return run_tool(effect)
+        if isinstance(effect, RunHooks):
+            return self.run_hooks(effect.hooks)
+        if isinstance(effect, NewSessionId):
+            return self.new_session_id()
+        if isinstance(effect, ReadClock):
+            return self.clock()
+        if isinstance(effect, CreateSession | AppendMessages | SaveTransition):
+            if self.store is not None:
+                from agentloop._adapters.store import perform_store_effect
+
+                perform_store_effect(self.store, effect)
+            return None
+        raise TypeError(f"unknown effect {type(effect).__name__}")
+
+    async def aperform(self, effect: Effect[Any]) -> object:
+        """Carry out ``effect`` without blocking the event loop."""
+        if isinstance(effect, CallModel):
+            model = self._model_for(effect)
+            if isinstance(model, AsyncModel):
+                return await model.acomplete(
+                    effect.request, self.on_text if effect.stream else None
+                )
+        elif isinstance(effect, NewSessionId | ReadClock):
+            return self.perform(effect)
+        elif isinstance(effect, STORE_EFFECTS) and self.store is None:
+            return None
+        return await asyncio.to_thread(self.perform, effect)
+
+    def _model_for(self, effect: CallModel) -> Model | AsyncModel:
+        model = effect.model if effect.model is not None else self.model
+        return model if model is not None else _NoModel()
+
+
+def run_tool(call: RunTool) -> ToolResult:
+    """Run a tool; a missing or broken tool is information for the model, not a crash."""
+    if call.tool is None:
+        return ToolResult(f"unknown tool {call.name!r}", is_error=True)
+    try:
+        return call.tool.run(call.tool_input)
+    except Exception as error:
+        return ToolResult(f"{type(error).__name__}: {error}", is_error=True)
+
+
+def drive(steps: Steps[T], perform: Callable[[Effect[Any]], object]) -> T:
+    """Run ``steps`` to its end, performing each effect with ``perform``."""
     try:
         effect = next(steps)
         while True:
@@ -28,10 +136,11 @@ def drive(steps: Generator[E, Any, T], perform: Callable[[E], Any]) -> T:
             else:
                 effect = steps.send(value)
     except StopIteration as done:
-        return done.value  # type: ignore[no-any-return]
+        return cast(T, done.value)
 
 
-async def adrive(steps: Generator[E, Any, T], perform: Callable[[E], Awaitable[Any]]) -> T:
+async def adrive(steps: Steps[T], perform: Callable[[Effect[Any]], Awaitable[object]]) -> T:
+    """The async form of :func:`drive`."""
     try:
         effect = next(steps)
         while True:
@@ -42,16 +151,4 @@ async def adrive(steps: Generator[E, Any, T], perform: Callable[[E], Awaitable[A
             else:
                 effect = steps.send(value)
     except StopIteration as done:
-        return done.value  # type: ignore[no-any-return]
-
-
-def call(model: Model, request: ModelRequest, on_text: TextCallback | None = None) -> ModelResponse:
-    return model.complete(request, on_text)
-
-
-async def acall(
-    model: Model | AsyncModel, request: ModelRequest, on_text: TextCallback | None = None
-) -> ModelResponse:
-    if isinstance(model, AsyncModel):
-        return await model.acomplete(request, on_text)
-    return await asyncio.to_thread(model.complete, request, on_text)
+        return cast(T, done.value)

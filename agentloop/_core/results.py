@@ -1,0 +1,70 @@
+"""What a compaction produces: its summary record, the transition to a child, the outcome."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from pydantic import BaseModel, ConfigDict, InstanceOf
+
+from agentloop._core.context import CompactionDecision
+from agentloop._core.messages import Message, MessageParam, to_params
+
+
+class CompactionSummary(BaseModel):
+    """What one compaction did: counts, tokens before/after, the summary and how it was made."""
+
+    model_config = ConfigDict(frozen=True)
+
+    original_message_count: int
+    compacted_message_count: int
+    tokens_before: int
+    tokens_after: int
+    summary: str
+    strategy: str
+    """The strategy that produced the result: summarize, digest, prune, sliding_window."""
+    model: str
+    created_at: datetime
+    instructions: str | None = None
+    fallback_reason: str | None = None
+    """Why a deterministic digest replaced the model summary, if it did."""
+    warnings: list[str] = []
+    reason: str = ""
+    """Why compaction ran (the decision's reason)."""
+
+
+class CompactionTransition(BaseModel):
+    """The compacted history and the child session it continues under."""
+
+    model_config = ConfigDict(frozen=True)
+
+    original_session_id: str
+    new_session_id: str
+    compacted_messages: list[InstanceOf[Message]]
+    summary: CompactionSummary
+
+    @property
+    def compacted_params(self) -> list[MessageParam]:
+        """The compacted history exactly as the Messages API takes it."""
+        return to_params(self.compacted_messages)
+
+
+class CompactionOutcome(BaseModel):
+    """What one compaction attempt came to: the decision, and the transition or why none."""
+
+    model_config = ConfigDict(frozen=True)
+
+    decision: CompactionDecision
+    transition: CompactionTransition | None = None
+    skipped: str | None = None
+    """Why nothing was compacted although the decision said to (nothing to cut, no savings)."""
+
+    @property
+    def explanation(self) -> str:
+        """One line for a user: what happened and why."""
+        if self.transition is not None:
+            summary = self.transition.summary
+            return (
+                f"compacted {summary.original_message_count} → "
+                f"{summary.compacted_message_count} messages"
+            )
+        return self.skipped or self.decision.reason
