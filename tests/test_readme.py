@@ -1,0 +1,34 @@
+"""The README's library snippet runs as written, offline, and does what it says."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_the_library_snippet_runs_and_compacts(tmp_path: Path) -> None:
+    readme = ROOT.joinpath("README.md").read_text()
+    snippets = re.findall(r"```python\n(.*?)```", readme, flags=re.S)
+    assert snippets, "the README shows the library"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
+    outputs: list[str] = []
+    for snippet in snippets:
+        done = subprocess.run(
+            [sys.executable, "-c", snippet],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=tmp_path,
+            env=env,
+        )
+        assert done.returncode == 0, done.stderr
+        outputs.append(done.stdout)
+    # The first snippet prints what the compaction did.
+    assert re.fullmatch(r"24 → \d+ messages, [\d,]+ → [\d,]+ tokens \(estimated\)\n", outputs[0]), (
+        outputs[0]
+    )
