@@ -1,10 +1,13 @@
-"""Shared helpers for the coding-tool tests (tests/test_agent_*.py, test_coding_tools.py)."""
+"""Shared helpers and fixtures for the coding-tool tests (tests/test_agent_*.py,
+test_coding_tools.py); registered as a plugin in conftest.py."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from agentloop import Tool, ToolResult
 from agentloop._agent.shell import always_allow
@@ -23,3 +26,20 @@ def make_tools(
 
 def run(tools: dict[str, Tool], name: str, **tool_input: Any) -> ToolResult:
     return tools[name].run(tool_input)
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Path:
+    """An empty workspace."""
+    root = tmp_path / "ws"
+    root.mkdir()
+    return root
+
+
+@pytest.fixture
+def outside(tmp_path: Path) -> Path:
+    """A directory beside the workspace holding a secret no tool may reach."""
+    directory = tmp_path / "outside"
+    directory.mkdir()
+    (directory / "secret.txt").write_text(SECRET + "\n")
+    return directory

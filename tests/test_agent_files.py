@@ -11,14 +11,6 @@ from agent_tools_support import make_tools, run
 from agentloop import ToolResult
 from agentloop._agent import files
 
-
-@pytest.fixture
-def ws(tmp_path: Path) -> Path:
-    root = tmp_path / "ws"
-    root.mkdir()
-    return root
-
-
 # --------------------------------------------------------------------------------- read_file
 
 

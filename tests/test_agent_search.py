@@ -9,22 +9,6 @@ from agent_tools_support import SECRET, make_tools, run
 
 from agentloop._agent import search
 
-
-@pytest.fixture
-def ws(tmp_path: Path) -> Path:
-    root = tmp_path / "ws"
-    root.mkdir()
-    return root
-
-
-@pytest.fixture
-def outside(tmp_path: Path) -> Path:
-    directory = tmp_path / "outside"
-    directory.mkdir()
-    (directory / "secret.txt").write_text(SECRET + "\n")
-    return directory
-
-
 # --------------------------------------------------------------------------------- list_files
 
 

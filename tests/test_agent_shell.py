@@ -16,14 +16,6 @@ from agentloop._agent.shell import always_allow, never_allow
 from agentloop._agent.tools import run_command_tool
 from agentloop._agent.workspace import Workspace
 
-
-@pytest.fixture
-def ws(tmp_path: Path) -> Path:
-    root = tmp_path / "ws"
-    root.mkdir()
-    return root
-
-
 # --------------------------------------------------------------------------------- run_command
 
 

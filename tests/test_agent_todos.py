@@ -12,14 +12,6 @@ from agent_tools_support import make_tools, run
 from agentloop import ToolResult
 from agentloop._agent.todos import TodoList, ToolStateError
 
-
-@pytest.fixture
-def ws(tmp_path: Path) -> Path:
-    root = tmp_path / "ws"
-    root.mkdir()
-    return root
-
-
 # --------------------------------------------------------------------------------- todos
 
 

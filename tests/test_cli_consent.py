@@ -6,17 +6,9 @@ import io
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-import pytest
 from agent_tools_support import make_tools, run
 
 from agentloop._cli.consent import terminal_consent
-
-
-@pytest.fixture
-def ws(tmp_path: Path) -> Path:
-    root = tmp_path / "ws"
-    root.mkdir()
-    return root
 
 
 def fake_input(answers: list[str | type[BaseException]]) -> Callable[[str], str]:

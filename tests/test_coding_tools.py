@@ -12,14 +12,6 @@ from agentloop import Tool
 from agentloop._agent.tools import TodoList, always_allow, coding_tools, never_allow
 from agentloop._core.tool import tool_definition
 
-
-@pytest.fixture
-def ws(tmp_path: Path) -> Path:
-    root = tmp_path / "ws"
-    root.mkdir()
-    return root
-
-
 # --------------------------------------------------------------------------------- the set
 
 

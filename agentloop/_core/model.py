@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from agentloop._core.messages import ContentBlock, Message, Usage
+from agentloop._core.validation import DEFAULT_MAX_TOKENS
 
 TextCallback = Callable[[str], None]
 
@@ -23,7 +24,7 @@ class ModelRequest:
     messages: Sequence[Message]
     system: str = ""
     tools: Sequence[dict[str, Any]] = ()
-    max_tokens: int = 8192
+    max_tokens: int = DEFAULT_MAX_TOKENS
     metadata: dict[str, Any] = field(default_factory=dict)
     """Free-form hints for test doubles (e.g. ``{"purpose": "summary"}``); never sent to the API."""
 
