@@ -22,12 +22,12 @@ if TYPE_CHECKING:
         MessageParam,
         SummaryInfo,
         Usage,
-        as_messages,
         is_safe_boundary,
         to_params,
         validate_messages,
     )
     from agentloop._core.model import AsyncModel, Model, ModelRequest, ModelResponse
+    from agentloop._core.prefix import as_messages
     from agentloop._core.results import CompactionOutcome, CompactionSummary, CompactionTransition
     from agentloop._core.strategies import choose_tail_start, prune_tool_outputs
     from agentloop._core.tool import FunctionTool, Tool, ToolResult
@@ -76,7 +76,7 @@ _EXPORTS: dict[str, str] = {
     "ToolResult": "agentloop._core.tool",
     "TurnResult": "agentloop._loop.agent_loop",
     "Usage": "agentloop._core.messages",
-    "as_messages": "agentloop._core.messages",
+    "as_messages": "agentloop._core.prefix",
     "choose_tail_start": "agentloop._core.strategies",
     "is_safe_boundary": "agentloop._core.messages",
     "prune_tool_outputs": "agentloop._core.strategies",

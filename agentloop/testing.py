@@ -16,6 +16,7 @@ from typing import Any
 
 from agentloop._core.messages import ContentBlock, Message, Usage
 from agentloop._core.model import ModelRequest, ModelResponse, TextCallback
+from agentloop._errors import ModelError
 
 __all__ = [
     "FunctionModel",
@@ -63,10 +64,21 @@ def tool_reply(*calls: ContentBlock, text: str = "") -> Reply:
 class _RecordingModel:
     """Shared behaviour: counting usage, streaming text, keeping the requests."""
 
-    def __init__(self, *, input_token_factor: float = 1.0) -> None:
+    def __init__(self, *, input_token_factor: float = 1.0, counts_tokens: bool = False) -> None:
         self.requests: list[ModelRequest] = []
+        self.counted: list[ModelRequest] = []
         self.input_token_factor = input_token_factor
+        self.counts_tokens = counts_tokens
         self._estimator: Any = None
+
+    def count_tokens(self, request: ModelRequest) -> int:
+        """What this model would report as input tokens for ``request`` (like the Messages
+        API's ``count_tokens``). Off unless ``counts_tokens=True``: a double that counts makes
+        compaction measure its results by that count, as it does against the API."""
+        if not self.counts_tokens:
+            raise ModelError("this model cannot count tokens")
+        self.counted.append(request)
+        return self._count(request)
 
     def _count(self, request: ModelRequest) -> int:
         if self._estimator is None:
@@ -142,9 +154,10 @@ class ScriptedModel(_RecordingModel):
         *,
         default: Reply | None = None,
         input_token_factor: float = 1.0,
+        counts_tokens: bool = False,
         summarizer: Callable[[ModelRequest], str] = scripted_summary,
     ) -> None:
-        super().__init__(input_token_factor=input_token_factor)
+        super().__init__(input_token_factor=input_token_factor, counts_tokens=counts_tokens)
         self.replies: list[Reply] = [text_reply(r) if isinstance(r, str) else r for r in replies]
         self.default = default
         self.summarizer = summarizer
@@ -175,7 +188,9 @@ class FunctionModel(_RecordingModel):
 
     function: Callable[[ModelRequest], Reply | str | Sequence[ContentBlock]]
     input_token_factor: float = 1.0
+    counts_tokens: bool = False
     requests: list[ModelRequest] = field(default_factory=list)
+    counted: list[ModelRequest] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self._estimator = None

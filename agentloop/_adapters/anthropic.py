@@ -9,11 +9,12 @@ conversion core (:func:`build_request_kwargs`, :func:`response_from_message`,
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from agentloop._core.messages import ContentBlock, Usage, to_params
+from agentloop._core.messages import ContentBlock, Message, Usage, to_params
 from agentloop._core.model import ModelRequest, ModelResponse, TextCallback
 from agentloop._errors import ConfigurationError, ModelError, PromptTooLongError
 
@@ -25,6 +26,7 @@ __all__ = [
     "AnthropicModel",
     "build_request_kwargs",
     "fetch_model_limits",
+    "message_from_response",
     "model_error_from",
     "response_from_message",
 ]
@@ -83,6 +85,13 @@ def response_from_message(message: SDKMessage) -> ModelResponse:
         stop_reason=message.stop_reason,
         model=message.model,
     )
+
+
+def message_from_response(message: SDKMessage) -> Message:
+    """An SDK ``Message`` (``client.messages.create(...)``'s answer) as the agentloop
+    :class:`Message` to append to your history: content ready to send back, and the usage the
+    API reported (cache tokens included), which anchors the compacter's measurement."""
+    return response_from_message(message).to_message()
 
 
 def _block_dict(block: Any) -> ContentBlock:
@@ -277,11 +286,9 @@ class AnthropicModel:
 
     def complete(self, request: ModelRequest, on_text: TextCallback | None = None) -> ModelResponse:
         """Send the request; with ``on_text``, stream and pass each text delta to it."""
-        import anthropic
-
         client = self._sync()
         kwargs = build_request_kwargs(request)
-        try:
+        with _sdk_errors(client):
             if on_text is None:
                 message = client.messages.create(**kwargs)
             else:
@@ -289,24 +296,17 @@ class AnthropicModel:
                     for text in stream.text_stream:
                         on_text(text)
                     message = stream.get_final_message()
-        except (anthropic.AnthropicError, TypeError) as error:
-            mapped = _translated(error, client)
-            if mapped is None:
-                raise
-            raise mapped from error
         return response_from_message(message)
 
     async def acomplete(
         self, request: ModelRequest, on_text: TextCallback | None = None
     ) -> ModelResponse:
         """The async form of :meth:`complete`."""
-        import anthropic
-
         client = self._async()
         if client is None:  # only a sync client was given
             return await asyncio.to_thread(self.complete, request, on_text)
         kwargs = build_request_kwargs(request)
-        try:
+        with _sdk_errors(client):
             if on_text is None:
                 message = await client.messages.create(**kwargs)
             else:
@@ -314,12 +314,41 @@ class AnthropicModel:
                     async for text in stream.text_stream:
                         on_text(text)
                     message = await stream.get_final_message()
-        except (anthropic.AnthropicError, TypeError) as error:
-            mapped = _translated(error, client)
-            if mapped is None:
-                raise
-            raise mapped from error
         return response_from_message(message)
+
+    def count_tokens(self, request: ModelRequest) -> int:
+        """The input tokens the API counts for ``request`` (``messages.count_tokens``, free)."""
+        client = self._sync()
+        kwargs = build_request_kwargs(request)
+        kwargs.pop("max_tokens")
+        with _sdk_errors(client):
+            counted = client.messages.count_tokens(**kwargs)
+        return int(counted.input_tokens)
+
+    async def acount_tokens(self, request: ModelRequest) -> int:
+        """The async form of :meth:`count_tokens`."""
+        client = self._async()
+        if client is None:
+            return await asyncio.to_thread(self.count_tokens, request)
+        kwargs = build_request_kwargs(request)
+        kwargs.pop("max_tokens")
+        with _sdk_errors(client):
+            counted = await client.messages.count_tokens(**kwargs)
+        return int(counted.input_tokens)
+
+
+@contextlib.contextmanager
+def _sdk_errors(client: anthropic.Anthropic | anthropic.AsyncAnthropic) -> Iterator[None]:
+    """SDK errors (after its own retries) as one-line :class:`ModelError`; others pass."""
+    import anthropic
+
+    try:
+        yield
+    except (anthropic.AnthropicError, TypeError) as error:
+        mapped = _translated(error, client)
+        if mapped is None:
+            raise
+        raise mapped from error
 
 
 def _translated(

@@ -44,6 +44,8 @@ def to_record(message: Message) -> NewMessage:
         metadata["pinned"] = True
     if message.summary is not None:
         metadata["summary"] = _summary_to_dict(message.summary)
+    if message.counted is not None:
+        metadata["counted"] = message.counted
     return NewMessage(
         role=message.role,
         content=list(message.content),
@@ -51,6 +53,10 @@ def to_record(message: Message) -> NewMessage:
         usage=None if message.usage is None else message.usage.to_dict(),
         metadata=metadata,
     )
+
+
+def _positive(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
 def from_record(record: StoredMessage) -> Message:
@@ -62,6 +68,7 @@ def from_record(record: StoredMessage) -> Message:
         pinned=bool(record.metadata.get("pinned")),
         tokens=record.token_estimate,
         usage=Usage.from_mapping(record.usage),
+        counted=_positive(record.metadata.get("counted")),
         summary=None if summary is None else _summary_from_dict(summary),
     )
 

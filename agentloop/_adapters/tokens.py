@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from agentloop._adapters.media import IMAGE_FALLBACK_TOKENS, image_block_tokens, pdf_block_tokens
 from agentloop._core.blocks import Block, BlockRenderer
 from agentloop._core.messages import Message
 from agentloop._errors import AgentloopError
@@ -34,8 +35,8 @@ BLOCK_OVERHEAD = 3
 """Framing of one content block."""
 TOOL_BLOCK_OVERHEAD = 12
 """Framing of a tool_use / tool_result block, including its (random, so not tokenized) id."""
-MEDIA_BLOCK_TOKENS = 1_600
-"""Fixed estimate for an image or binary document block (about a 1.15-megapixel image)."""
+MEDIA_BLOCK_TOKENS = IMAGE_FALLBACK_TOKENS
+"""Estimate for an image whose size cannot be read (see ``media.py`` for the rest)."""
 TOOLS_OVERHEAD = 346
 """The tool-use system prompt the API adds once when any tool is defined."""
 TOOL_DEFINITION_OVERHEAD = 8
@@ -170,7 +171,7 @@ class _BlockCounter(BlockRenderer[int]):
         return BLOCK_OVERHEAD + len(data) // 4
 
     def image(self, block: Block) -> int:
-        return MEDIA_BLOCK_TOKENS
+        return image_block_tokens(block)
 
     def document(self, block: Block) -> int:
         source = block.get("source")
@@ -183,7 +184,7 @@ class _BlockCounter(BlockRenderer[int]):
                 return (
                     BLOCK_OVERHEAD + title + self.estimator.count_content(source.get("content", ""))
                 )
-        return MEDIA_BLOCK_TOKENS + title
+        return pdf_block_tokens(block) + title
 
     def other(self, kind: str, block: Block) -> int:
         # Server tool results, search results...: their JSON, minus bookkeeping.
@@ -203,15 +204,25 @@ def _remember(cache: dict[str, int], key: str, value: int) -> None:
     cache[key] = value
 
 
-MIN_RATIO = 0.5
-MAX_RATIO = 3.0
+MIN_RATIO = 0.05
+MAX_RATIO = 100.0
+"""Sanity bounds only: a 20× difference between tiktoken and the API must show, not be capped."""
+MAX_PER_MESSAGE = 100_000.0
 MIN_LOCAL_TOKENS = 50
-"""Observations of smaller requests are ignored: fixed overheads dominate their ratio."""
-SMOOTHING = 0.3
+"""Observations of smaller requests are ignored: fixed overheads dominate them."""
+DECAY = 0.7
+"""Weight kept by what was learnt before each new observation (recent requests matter most)."""
+_RIDGE_RATIO = 1e-3
+_RIDGE_PER_MESSAGE = 1e-3
+"""The per-message cost is believed only when the data tell it apart from the ratio."""
+_MIN_CONDITION = 0.02
+"""Below this (relative) determinant the two are collinear: the ratio alone is fitted."""
 
 
 class Calibration(BaseModel):
-    """Learnt ratio ``api_tokens / local_tokens`` that corrects local (tiktoken) estimates.
+    """What the API counts, learnt from what it reported: ``ratio`` API tokens per local
+    (tiktoken) token, plus ``per_message`` tokens for each message (what tiktoken cannot see:
+    framing, images, documents). Fitted by decayed least squares over the observations.
 
     Immutable: :meth:`observe` returns a new value. Serializes with :meth:`to_dict` /
     :meth:`from_dict` for session metadata.
@@ -220,27 +231,51 @@ class Calibration(BaseModel):
     model_config = ConfigDict(frozen=True, extra="ignore")
 
     ratio: float = Field(default=1.0, ge=MIN_RATIO, le=MAX_RATIO, allow_inf_nan=False)
+    per_message: float = Field(default=0.0, ge=0.0, le=MAX_PER_MESSAGE, allow_inf_nan=False)
     samples: int = Field(default=0, ge=0)
+    stats: tuple[float, float, float, float, float] = (0.0, 0.0, 0.0, 0.0, 0.0)
+    """Decayed sums x², x·n, n², x·y, n·y (x local tokens, n messages, y API tokens)."""
 
-    def observe(self, api_tokens: int, local_tokens: int) -> Calibration:
-        """Fold in one observation: the API's input tokens and the local estimate of the same
-        request. Degenerate observations (tiny requests, non-positive counts) are ignored."""
-        if local_tokens < MIN_LOCAL_TOKENS or api_tokens <= 0:
+    def observe(self, api_tokens: int, local_tokens: int, messages: int = 0) -> Calibration:
+        """Fold in one request the API counted: its count, our local estimate of it, and how
+        many messages it held. Degenerate observations (tiny requests) are ignored."""
+        if local_tokens < MIN_LOCAL_TOKENS or api_tokens <= 0 or messages < 0:
             return self
-        observed = min(MAX_RATIO, max(MIN_RATIO, api_tokens / local_tokens))
-        # The first sample replaces the 1.0 prior outright; later ones are smoothed (EMA).
-        ratio = observed if self.samples == 0 else self.ratio + SMOOTHING * (observed - self.ratio)
-        ratio = min(MAX_RATIO, max(MIN_RATIO, ratio))
-        return Calibration(ratio=ratio, samples=self.samples + 1)
+        x, n, y = float(local_tokens), float(messages), float(api_tokens)
+        xx, xn, nn, xy, ny = (DECAY * value for value in self.stats)
+        xx, xn, nn, xy, ny = xx + x * x, xn + x * n, nn + n * n, xy + x * y, ny + n * y
+        # Ridge: the ratio is pulled (weakly) towards 1, the per-message cost towards 0.
+        a11, a12, a22 = xx * (1 + _RIDGE_RATIO), xn, nn * (1 + _RIDGE_PER_MESSAGE)
+        b1, b2 = xy + xx * _RIDGE_RATIO, ny
+        det = a11 * a22 - a12 * a12
+        if nn > 0 and det > _MIN_CONDITION * a11 * a22:
+            ratio = (b1 * a22 - a12 * b2) / det
+            per_message = (a11 * b2 - a12 * b1) / det
+        else:
+            ratio, per_message = b1 / a11, 0.0
+        if per_message < 0:  # a negative cost per message is noise: fit the ratio alone
+            ratio, per_message = b1 / a11, 0.0
+        return Calibration(
+            ratio=min(MAX_RATIO, max(MIN_RATIO, ratio)),
+            per_message=min(MAX_PER_MESSAGE, per_message),
+            samples=self.samples + 1,
+            stats=(xx, xn, nn, xy, ny),
+        )
 
-    def apply(self, local_tokens: int) -> int:
-        """The calibrated estimate for ``local_tokens`` (rounded up: better early than late)."""
-        if local_tokens <= 0:
+    def apply(self, local_tokens: int, messages: int = 0) -> int:
+        """The calibrated estimate for ``local_tokens`` over ``messages`` messages (rounded up:
+        better early than late)."""
+        if local_tokens <= 0 and messages <= 0:
             return 0
-        return math.ceil(local_tokens * self.ratio)
+        return math.ceil(local_tokens * self.ratio + messages * self.per_message)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"ratio": self.ratio, "samples": self.samples}
+        return {
+            "ratio": self.ratio,
+            "per_message": self.per_message,
+            "samples": self.samples,
+            "stats": list(self.stats),
+        }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any] | None) -> Calibration:

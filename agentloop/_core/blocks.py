@@ -60,7 +60,7 @@ class BlockRenderer(abc.ABC, Generic[R]):
         kind = block.get("type")
         if kind == "text":
             return self.text(str(block.get("text", "")), block)
-        if kind in ("tool_use", "server_tool_use"):
+        if kind in ("tool_use", "server_tool_use", "mcp_tool_use"):
             return self.tool_use(
                 str(block.get("name", "")), block.get("input", {}), str(block.get("id", "")), block
             )
@@ -79,6 +79,8 @@ class BlockRenderer(abc.ABC, Generic[R]):
             return self.image(block)
         if kind == "document":
             return self.document(block)
+        if isinstance(kind, str) and kind.endswith("_tool_result"):  # web search, fetch, code...
+            return self.server_tool_result(kind, str(block.get("tool_use_id", "")), block)
         return self.other(str(kind), block)
 
     def render_all(self, blocks: Sequence[Block]) -> list[R]:
@@ -98,6 +100,10 @@ class BlockRenderer(abc.ABC, Generic[R]):
 
     def redacted_thinking(self, data: str, block: Block) -> R:
         return self.other("redacted_thinking", block)
+
+    def server_tool_result(self, kind: str, call_id: str, block: Block) -> R:
+        """The result of a tool the API ran itself (``web_search_tool_result``...)."""
+        return self.other(kind, block)
 
     def image(self, block: Block) -> R:
         return self.other("image", block)

@@ -1,17 +1,21 @@
 """The compaction core: measure, decide, plan and build the compacted conversation.
 
 :class:`CompactionCore` follows one conversation. It measures context usage, decides, runs a
-strategy, validates the result against the Messages API's rules and checks that tokens really
-dropped. Everything that touches the outside world (the summarizer model, the preserved-state
-hooks, the child's id, the clock) is an effect it yields; the token counter is injected. The
-public :class:`~agentloop.ConversationCompacter` adds the default wiring and the drivers.
+strategy, validates the result against the Messages API's rules and measures it: by the API's
+own count when the model can count (``count_tokens``), else by the calibrated estimate. A
+result above the target is tightened (smaller tail, old content in the tail pruned, the carried
+request capped); one the API still counts at or above the trigger is not committed.
+
+Everything that touches the outside world (the summarizer model, the token count, the
+preserved-state hooks, the child's id, the clock) is an effect it yields; the local token
+counter is injected. The public :class:`~agentloop.ConversationCompacter` adds the wiring.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from dataclasses import dataclass, replace
+from typing import Any, cast
 
 from agentloop._core.context import (
     Calibrator,
@@ -22,18 +26,26 @@ from agentloop._core.context import (
     measure,
     trigger_tokens,
 )
-from agentloop._core.effects import NewSessionId, ReadClock, RunHooks, Steps, perform
+from agentloop._core.effects import (
+    CountTokens,
+    NewSessionId,
+    ReadClock,
+    RunHooks,
+    Steps,
+    perform,
+)
 from agentloop._core.hooks import PreservedStateHook
 from agentloop._core.messages import (
     Message,
-    as_messages,
+    MessageValidator,
     is_safe_boundary,
     validate_messages,
 )
-from agentloop._core.model import AsyncModel, Model
+from agentloop._core.model import AsyncModel, Model, ModelRequest
+from agentloop._core.prefix import as_message
 from agentloop._core.results import CompactionOutcome, CompactionSummary, CompactionTransition
+from agentloop._core.settings import STRATEGIES, CompactionSettings, StrategyName
 from agentloop._core.strategies import (
-    Split,
     assemble,
     choose_tail_start,
     previous_summary,
@@ -42,75 +54,23 @@ from agentloop._core.strategies import (
     with_state,
 )
 from agentloop._core.summary import digest, summarize_steps
-from agentloop._core.validation import (
-    DEFAULT_MAX_TOKENS,
-    DEFAULT_THRESHOLD,
-    validate_threshold,
-    validate_window,
-)
-from agentloop._errors import ConfigurationError
+from agentloop._core.validation import DEFAULT_MAX_TOKENS, validate_window
 
-StrategyName = Literal["auto", "summarize", "sliding_window", "prune", "none"]
-STRATEGIES: tuple[StrategyName, ...] = ("auto", "summarize", "sliding_window", "prune", "none")
+__all__ = [
+    "STRATEGIES",
+    "CompactionCore",
+    "CompactionSettings",
+    "StrategyName",
+]
+
+CHARS_PER_TOKEN = 4
+"""Only to turn a token cap on a request's text into characters."""
 
 
 @dataclass(frozen=True, slots=True)
-class CompactionSettings:
-    """How and when to compact. Invalid values raise :class:`ConfigurationError` at once."""
-
-    enabled: bool = True
-    """Automatic compaction. When False, only an explicit ``force=True`` (``/compact``) runs."""
-    threshold: float = DEFAULT_THRESHOLD
-    """Fraction of the context window at which compaction triggers (0 < t <= 1)."""
-    thresholds: Mapping[str, float] = field(default_factory=dict)
-    """Per-model thresholds, up or down from ``threshold``."""
-    strategy: StrategyName = "auto"
-    """``auto`` prunes old tool outputs first and summarizes only if that is not enough."""
-    tail_fraction: float = 0.10
-    """The recent tail kept verbatim, as a fraction of the window."""
-    target_ratio: float = 0.25
-    """Aim: tokens after / tokens before. ``auto`` accepts pruning only if it gets there."""
-    min_savings: float = 0.20
-    """A compaction saving less than this fraction opens the circuit breaker."""
-    window_messages: int | None = None
-    """For ``sliding_window``: keep at most this many messages (else the tail token budget)."""
-    summary_max_tokens: int = 4096
-    summarizer_window: int | None = None
-    """The summarizer's own context window (default: the conversation's window)."""
-    tool_output_chars: int = 2000
-    """Tool outputs longer than this are shortened (head and tail) for the summarizer."""
-    standing_instructions: str = ""
-    """Instructions every summary follows (e.g. 'always keep the API design decisions')."""
-
-    def __post_init__(self) -> None:
-        # Store the validated floats: a threshold given as text ("0.7", from a config file)
-        # would otherwise pass validation and break the first trigger computation.
-        object.__setattr__(self, "threshold", validate_threshold(self.threshold))
-        thresholds: dict[str, float] = {}
-        for model, value in self.thresholds.items():
-            try:
-                thresholds[model] = validate_threshold(value)
-            except ConfigurationError as error:
-                raise ConfigurationError(f"{error} for model {model}") from None
-        object.__setattr__(self, "thresholds", thresholds)
-        if self.strategy not in STRATEGIES:
-            raise ConfigurationError(
-                f"unknown compaction strategy {self.strategy!r} "
-                f"(choose from {', '.join(STRATEGIES)})"
-            )
-        for name in ("tail_fraction", "target_ratio", "min_savings"):
-            value = getattr(self, name)
-            if not 0.0 < value < 1.0:
-                raise ConfigurationError(f"{name} must be between 0 and 1 (got {value!r})")
-        if self.window_messages is not None and self.window_messages < 2:
-            raise ConfigurationError("window_messages must be at least 2")
-        if self.summary_max_tokens < 256:
-            raise ConfigurationError("summary_max_tokens must be at least 256")
-        if self.summarizer_window is not None:
-            validate_window(self.summarizer_window)
-
-    def threshold_for(self, model: str) -> float:
-        return self.thresholds.get(model, self.threshold)
+class _Measured:
+    tokens: int
+    by_api: bool
 
 
 class CompactionCore:
@@ -145,7 +105,10 @@ class CompactionCore:
         self.counter = counter
         self._estimates: dict[int, tuple[Message, int]] = {}
         self._converted: dict[int, tuple[object, Message]] = {}
+        self._seen: tuple[object, int, object] | None = None
+        self._validator = MessageValidator()
         self._breaker_until: int | None = None
+        self._last_output: tuple[Message, int] | None = None
 
     # -- measuring ---------------------------------------------------------------------------
 
@@ -158,7 +121,7 @@ class CompactionCore:
         return trigger_tokens(self.context_window, self.threshold, self.max_output_tokens)[0]
 
     def count(self, message: Message) -> int:
-        """The message's cached estimate, computing (and remembering) it if missing."""
+        """The message's cached local estimate, computing (and remembering) it if missing."""
         if message.tokens is not None:
             return message.tokens
         cached = self._estimates.get(id(message))
@@ -168,29 +131,40 @@ class CompactionCore:
         self._estimates[id(message)] = (message, tokens)
         return tokens
 
-    def calibrate(self, local_tokens: int) -> int:
-        return (
-            self.calibration.apply(local_tokens) if self.calibration is not None else local_tokens
-        )
+    def calibrate(self, local_tokens: int, messages: int = 0) -> int:
+        """A local estimate in the API's units (what the calibration learnt)."""
+        if self.calibration is None:
+            return local_tokens
+        return self.calibration.apply(local_tokens, messages)
 
     def fixed_tokens(self, system: str, tools: Sequence[dict[str, Any]]) -> int:
         """Local estimate of what every request carries besides messages: system and tools."""
         return self.counter.count_system(system) + self.counter.count_tools(tools)
 
-    def messages_of(self, messages: Sequence[Message | Mapping[str, Any]]) -> list[Message]:
-        """Our messages, converting plain API dicts once each (a hand-written loop's history)."""
-        # Fast path for a history of Message values (every turn of our loop): one C-level pass
-        # instead of a Python loop, so the per-turn check stays flat in history length.
-        if isinstance(messages, list | tuple) and set(map(type, messages)) == {Message}:
-            return list(messages)
+    def messages_of(self, messages: Sequence[Message | Mapping[str, Any]]) -> Sequence[Message]:
+        """Our messages, converting plain API dicts once each (a hand-written loop's history).
+
+        A list that only grew since the last call (the loop's own history) is checked from where
+        the last check stopped, so the per-turn cost follows what was appended.
+        """
+        start = 0
+        if self._seen is not None:
+            seen_list, seen_len, seen_last = self._seen
+            grown = messages is seen_list and 0 < seen_len <= len(messages)
+            if grown and messages[seen_len - 1] is seen_last:
+                start = seen_len
+        if all(type(item) is Message for item in messages[start:]):
+            if messages:
+                self._seen = (messages, len(messages), messages[-1])
+            return cast(Sequence[Message], messages)
         out: list[Message] = []
-        for item in messages:
+        for index, item in enumerate(messages):
             if isinstance(item, Message):
                 out.append(item)
                 continue
             cached = self._converted.get(id(item))
             if cached is None or cached[0] is not item:
-                cached = (item, as_messages([item])[0])
+                cached = (item, as_message(item, first=index == 0))
                 self._converted[id(item)] = cached
             out.append(cached[1])
         return out
@@ -202,11 +176,11 @@ class CompactionCore:
         system: str = "",
         tools: Sequence[dict[str, Any]] = (),
     ) -> ContextUsage:
-        """Context usage: reported API usage plus calibrated estimates of what came after."""
+        """Context usage: the API's last figure plus calibrated estimates of what came after."""
         return self._measure(self.messages_of(messages), system, tools)
 
     def _measure(
-        self, msgs: list[Message], system: str, tools: Sequence[dict[str, Any]]
+        self, msgs: Sequence[Message], system: str, tools: Sequence[dict[str, Any]]
     ) -> ContextUsage:
         return measure(
             msgs,
@@ -254,16 +228,27 @@ class CompactionCore:
     ) -> Steps[CompactionOutcome]:
         """The whole compaction as a generator of effects (for loop authors who drive it with
         their own model calls); it returns the :class:`CompactionOutcome`. ``decision`` is one
-        :meth:`should_compact` just made for these messages (saves measuring twice)."""
+        :meth:`should_compact` just made for these messages (saves measuring twice).
+
+        An invalid history is refused first (:class:`MessageValidationError` naming the
+        caller's index), before any model call.
+        """
         msgs = self.messages_of(messages)
+        self._validator.validate(msgs, allow_pending_tool_use=True)
         if decision is None:
             decision = self.should_compact(msgs, system=system, tools=tools, force=force)
         if not decision.compact:
             return CompactionOutcome(decision=decision)
+        last = self._last_output
+        if not force and last is not None and msgs[0] is last[0] and len(msgs) == last[1]:
+            return CompactionOutcome(
+                decision=decision, skipped="nothing new since the last compaction"
+            )
         built = yield from self._compact_steps(msgs, decision, system, tools, instructions)
         if isinstance(built, str):
             return CompactionOutcome(decision=decision, skipped=built)
         compacted, summary = built
+        self._last_output = (compacted[0], len(compacted))
         child_id = yield from perform(NewSessionId())
         transition = CompactionTransition(
             original_session_id=session_id,
@@ -275,7 +260,7 @@ class CompactionCore:
 
     def _compact_steps(
         self,
-        msgs: list[Message],
+        msgs: Sequence[Message],
         decision: CompactionDecision,
         system: str,
         tools: Sequence[dict[str, Any]],
@@ -283,60 +268,101 @@ class CompactionCore:
     ) -> Steps[tuple[list[Message], CompactionSummary] | str]:
         """The compacted history and its summary, or why there is none."""
         settings = self.settings
+        trigger = decision.trigger_tokens
         tokens_before = decision.usage.tokens
-        tail_budget = min(
-            int(self.context_window * settings.tail_fraction),
-            int(tokens_before * settings.target_ratio / 2),
-        )
-        window_messages = (
-            settings.window_messages if settings.strategy == "sliding_window" else None
-        )
+        # Automatic compaction aims at a share of the trigger; one asked for below it (/compact),
+        # at a share of what there is.
+        target = int(min(trigger, tokens_before) * settings.target_ratio)
+        margin = max(1, int(self.context_window * 0.05))
         split = choose_tail_start(
-            msgs, tail_tokens=tail_budget, count=self.count, max_messages=window_messages
+            msgs,
+            tail_tokens=min(int(self.context_window * settings.tail_fraction), target // 2),
+            count=lambda message: self.calibrate(self.count(message), 1),
+            max_messages=settings.window_messages
+            if settings.strategy == "sliding_window"
+            else None,
         )
         if split is None:
             return "nothing to compact: no safe cut point"
         hooks = yield from perform(RunHooks(tuple(self.hooks)))
-        state = hooks.state
         warnings = list(hooks.warnings)
         strategy: str = settings.strategy
+        request_chars = CHARS_PER_TOKEN * (
+            settings.request_max_tokens or max(2_000, int(self.context_window * 0.05))
+        )
+        smallest = choose_tail_start(msgs, tail_tokens=0, count=self.count)
+        assert smallest is not None  # a cut exists, so the last cut does
         compacted: list[Message] | None = None
+        measured = _Measured(tokens_before, False)
         text = ""
         fallback: str | None = None
 
-        margin = max(1, int(self.context_window * 0.05))
-
         if strategy in ("auto", "prune"):
-            pruned = prune_tool_outputs(msgs, keep_from=split.tail_start)
-            # Pruning that replaced nothing is no compaction, whatever the token figures say
-            # (tokens_before may be API-reported, tokens_after is always a local estimate).
-            if any(p.content is not m.content for p, m in zip(pruned, msgs, strict=True)):
-                pruned = with_state(pruned, state)
-                target = tokens_before * settings.target_ratio
-                if strategy == "prune" or self._fits(pruned, target, system, tools):
-                    compacted, strategy = pruned, "prune"
-                    text = "old tool outputs were pruned"
-            elif strategy == "prune":
-                self._breaker_until = max(decision.trigger_tokens, tokens_before) + margin
-                return "nothing to prune: no old tool output is large enough"
-        if compacted is None and strategy == "sliding_window":
-            text = window_note(msgs, split)
-            compacted = assemble(msgs, split, text=text, state=state)
-        if compacted is None:
-            text, strategy, fallback = yield from self._summary_steps(msgs, split, instructions)
-            compacted = assemble(msgs, split, text=text, state=state)
+            for keep_from in dict.fromkeys((split.tail_start, smallest.tail_start)):
+                pruned = prune_tool_outputs(msgs, keep_from=keep_from)
+                # Pruning that replaced nothing is no compaction, whatever the figures say.
+                if all(p.content is m.content for p, m in zip(pruned, msgs, strict=True)):
+                    continue
+                pruned = with_state(pruned, hooks.state)
+                # auto settles for pruning only if it reaches the target: a cheap estimate
+                # first, so a pruning far from it is never counted.
+                if strategy == "auto" and self._estimate(pruned, system, tools) > target * 1.2:
+                    break
+                measured = yield from self._measure_result(pruned, system, tools)
+                if strategy == "prune" or measured.tokens <= target:
+                    compacted, strategy, text = pruned, "prune", "old tool outputs were pruned"
+                if measured.tokens <= target:
+                    break
+            if compacted is None and strategy == "prune":
+                self._breaker_until = max(trigger, tokens_before) + margin
+                return "nothing to prune: no old tool output, input or image is large enough"
 
-        validate_messages(compacted, allow_pending_tool_use=False)
-        tokens_after = self.measure(compacted, system=system, tools=tools).tokens
+        if compacted is None:
+            summarized_to = 0
+            # Tighter and tighter: the planned tail; then old content in it pruned and the
+            # carried request capped; then the smallest tail (the summary updated for the rest).
+            levels = dict.fromkeys(((split, False), (split, True), (smallest, True)))
+            for cut, tighten in levels:
+                if cut.tail_start > summarized_to:
+                    if strategy == "sliding_window":
+                        text = window_note(msgs, cut)
+                    else:
+                        previous = text or _previous_text(msgs)
+                        text, strategy, fallback = yield from self._summary_steps(
+                            msgs[summarized_to : cut.tail_start], previous, instructions, fallback
+                        )
+                    summarized_to = cut.tail_start
+                compacted = assemble(
+                    msgs,
+                    cut,
+                    text=text,
+                    state=hooks.state,
+                    request_max_chars=request_chars if tighten else None,
+                    prune_tail=tighten,
+                )
+                validate_messages(compacted, allow_pending_tool_use=False)
+                measured = yield from self._measure_result(compacted, system, tools)
+                if measured.tokens <= target:
+                    break
+        assert compacted is not None
+
+        tokens_after = measured.tokens
+        unit = "tokens" if measured.by_api else "tokens (estimated)"
         if tokens_after >= tokens_before:
-            self._breaker_until = max(decision.trigger_tokens, tokens_before) + margin
+            self._breaker_until = max(trigger, tokens_before) + margin
             return (
                 f"compaction would not reduce the context ({tokens_before:,} → {tokens_after:,} "
-                "tokens); kept the conversation as it is"
+                f"{unit}); kept the conversation as it is"
             )
-        saved_too_little = tokens_after > tokens_before * (1 - settings.min_savings)
-        if saved_too_little or tokens_after >= decision.trigger_tokens:
-            self._breaker_until = max(decision.trigger_tokens, tokens_after) + margin
+        if tokens_before >= trigger and tokens_after >= trigger:
+            self._breaker_until = max(trigger, tokens_before) + margin
+            return (
+                f"compaction could not bring the context under the trigger ({tokens_before:,} → "
+                f"{tokens_after:,} {unit}, trigger {trigger:,}); kept the conversation as it is "
+                "— start a new session or /compact with instructions to keep less"
+            )
+        if tokens_after > tokens_before * (1 - settings.min_savings) or tokens_after >= trigger:
+            self._breaker_until = max(trigger, tokens_after) + margin
             warnings.append(
                 f"compaction saved only {tokens_before - tokens_after:,} tokens; automatic "
                 f"compaction pauses until the context passes {self._breaker_until:,} tokens"
@@ -345,12 +371,16 @@ class CompactionCore:
             self._breaker_until = None
         self._estimates.clear()
         self._converted.clear()
+        if measured.by_api:  # the API's figure anchors the measurement of what follows
+            compacted[-1] = replace(compacted[-1], counted=tokens_after)
         created_at = yield from perform(ReadClock())
         summary = CompactionSummary(
             original_message_count=len(msgs),
             compacted_message_count=len(compacted),
             tokens_before=tokens_before,
             tokens_after=tokens_after,
+            tokens_before_source=decision.usage.source,
+            tokens_after_source="api" if measured.by_api else "estimate",
             summary=text,
             strategy=strategy,
             model=self.model_name,
@@ -362,34 +392,46 @@ class CompactionCore:
         )
         return compacted, summary
 
-    def _fits(
-        self, msgs: list[Message], limit: float, system: str, tools: Sequence[dict[str, Any]]
-    ) -> bool:
-        """Whether the local estimate of ``msgs`` (no API usage) is at most ``limit``: the same
-        figure as ``measure``, but cached estimates are summed first and counting stops once the
-        limit is passed, so rejecting a pruning that is not enough tokenizes little of it."""
-        local = self.fixed_tokens(system, tools)
-        local += sum(m.tokens for m in msgs if m.tokens is not None)
-        if self.calibrate(local) > limit:
-            return False
-        for message in msgs:
-            if message.tokens is None:
-                local += self.count(message)
-                if self.calibrate(local) > limit:
-                    return False
-        return True
+    def _estimate(
+        self, msgs: Sequence[Message], system: str, tools: Sequence[dict[str, Any]]
+    ) -> int:
+        """The calibrated local estimate of a whole candidate history (no API figure in it)."""
+        local = self.fixed_tokens(system, tools) + sum(self.count(m) for m in msgs)
+        return self.calibrate(local, len(msgs))
+
+    def _measure_result(
+        self, msgs: Sequence[Message], system: str, tools: Sequence[dict[str, Any]]
+    ) -> Steps[_Measured]:
+        """A candidate's size as the API counts it, or the calibrated estimate when the model
+        cannot count. Every count also teaches the calibration."""
+        local = self.fixed_tokens(system, tools) + sum(self.count(m) for m in msgs)
+        request = ModelRequest(
+            model=self.model_name,
+            messages=tuple(msgs),
+            system=system,
+            tools=tuple(tools),
+            max_tokens=self.max_output_tokens,
+            metadata={"purpose": "count"},
+        )
+        counted = yield from perform(CountTokens(request))
+        if counted is None:
+            return _Measured(self.calibrate(local, len(msgs)), False)
+        self.record_usage(counted, local, len(msgs))
+        return _Measured(counted, True)
 
     def _summary_steps(
-        self, msgs: list[Message], split: Split, instructions: str | None
+        self,
+        head: Sequence[Message],
+        previous: str | None,
+        instructions: str | None,
+        fallback: str | None,
     ) -> Steps[tuple[str, str, str | None]]:
-        """The model summary of the head, or the deterministic digest if the model fails."""
+        """The model summary of ``head`` (updating ``previous``), or the deterministic digest
+        if there is no model or it fails (then every later update is a digest too)."""
         settings = self.settings
-        before = previous_summary(msgs)
-        previous = before.text if before is not None else None
-        head = split.head(msgs)
         joined = "\n".join(x for x in (settings.standing_instructions, instructions or "") if x)
-        if self.summarizer is None:
-            reason = "no summarizer model is configured"
+        if self.summarizer is None or fallback is not None:
+            reason = fallback or "no summarizer model is configured"
             return digest(head, reason=reason, previous=previous), "digest", reason
         budget = settings.summarizer_window or self.context_window
         try:
@@ -418,7 +460,12 @@ class CompactionCore:
 
     # -- calibration -------------------------------------------------------------------------
 
-    def record_usage(self, reported_input_tokens: int, local_input_tokens: int) -> None:
-        """Teach the calibration how the API's count of a request relates to our estimate."""
+    def record_usage(self, api_tokens: int, local_tokens: int, messages: int = 0) -> None:
+        """Teach the calibration what the API counted for a request we estimated locally."""
         if self.calibration is not None:
-            self.calibration = self.calibration.observe(reported_input_tokens, local_input_tokens)
+            self.calibration = self.calibration.observe(api_tokens, local_tokens, messages)
+
+
+def _previous_text(msgs: Sequence[Message]) -> str | None:
+    before = previous_summary(msgs)
+    return before.text if before is not None else None

@@ -27,19 +27,22 @@ class TokenCounter(Protocol):
 
 
 class Calibrator(Protocol):
-    """Scales a local estimate to the model's tokenizer."""
+    """Turns a local estimate into the API's units: a ratio plus a cost per message."""
 
     @property
     def ratio(self) -> float: ...
+
+    @property
+    def per_message(self) -> float: ...
 
     @property
     def samples(self) -> int:
         """How many API-counted requests the calibration learnt from."""
         ...
 
-    def apply(self, local_tokens: int) -> int: ...
+    def apply(self, local_tokens: int, messages: int = 0) -> int: ...
 
-    def observe(self, api_tokens: int, local_tokens: int) -> Calibrator:
+    def observe(self, api_tokens: int, local_tokens: int, messages: int = 0) -> Calibrator:
         """A new calibrator that has learnt from one request the API counted."""
         ...
 
@@ -79,9 +82,10 @@ class CompactionDecision(BaseModel):
 
 
 def last_reported_index(messages: Sequence[Message]) -> int | None:
-    """Index of the newest assistant message that carries API usage (scans from the end)."""
+    """Index of the newest message with an API figure: the usage of the response that produced
+    it, or a ``count_tokens`` result (scans from the end)."""
     for index in range(len(messages) - 1, -1, -1):
-        if messages[index].usage is not None:
+        if messages[index].usage is not None or messages[index].counted is not None:
             return index
     return None
 
@@ -92,28 +96,28 @@ def measure(
     window: int,
     count: Callable[[Message], int],
     fixed_tokens: Callable[[], int],
-    calibrate: Callable[[int], int],
+    calibrate: Callable[[int, int], int],
 ) -> ContextUsage:
-    """Context usage: the newest reported usage plus calibrated estimates of what came after.
+    """Context usage: the newest API figure plus calibrated estimates of what came after.
 
-    Work is proportional to the messages appended since the last reported usage; only when no
-    usage was ever reported (a fresh or resumed session) does it cover the whole history, and
-    then ``fixed_tokens`` (system prompt and tool definitions) is added too.
+    Work is proportional to the messages appended since the last API figure; only when there
+    is none (a fresh or resumed session) does it cover the whole history, and then
+    ``fixed_tokens`` (system prompt and tool definitions) is added too. ``calibrate`` turns
+    local tokens over a number of messages into the API's units.
     """
     reported_at = last_reported_index(messages)
     if reported_at is None:
         local = fixed_tokens() + sum(count(m) for m in messages)
-        estimated = calibrate(local)
+        estimated = calibrate(local, len(messages))
         return ContextUsage(
             tokens=estimated, window=window, source="estimate", estimated_tokens=estimated
         )
-    usage = messages[reported_at].usage
-    assert usage is not None
-    reported = usage.context_tokens
+    anchor = messages[reported_at]
+    reported = anchor.usage.context_tokens if anchor.usage is not None else anchor.counted or 0
     tail = messages[reported_at + 1 :]
     if not tail:
         return ContextUsage(tokens=reported, window=window, source="api", reported_tokens=reported)
-    estimated = calibrate(sum(count(m) for m in tail))
+    estimated = calibrate(sum(count(m) for m in tail), len(tail))
     return ContextUsage(
         tokens=reported + estimated,
         window=window,

@@ -41,6 +41,15 @@ class CallModel(Effect[ModelResponse]):
 
 
 @dataclass(frozen=True, slots=True)
+class CountTokens(Effect[int | None]):
+    """How many input tokens the API counts for ``request``; None when the model cannot count
+    (or the count failed): the caller then relies on its calibrated estimate."""
+
+    request: ModelRequest
+    model: Model | AsyncModel | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class RunTool(Effect[ToolResult]):
     """Run ``tool`` (None: the model named a tool that does not exist) with ``tool_input``."""
 

@@ -84,6 +84,9 @@ class Message:
     """Cached local token estimate of this message (None until measured)."""
     usage: Usage | None = field(default=None, compare=False)
     """For an assistant reply: the usage the API reported for the response that produced it."""
+    counted: int | None = field(default=None, compare=False)
+    """What the API counted (``count_tokens``) for a request of everything up to and including
+    this message, system prompt and tools too: a measurement anchor, like ``usage``."""
     summary: SummaryInfo | None = field(default=None, compare=False)
     """Set on the compaction prefix: the user message that carries summary, state and pins."""
 
@@ -132,13 +135,26 @@ class Message:
 
     @property
     def is_tool_result(self) -> bool:
-        """A user message that answers tool calls (as opposed to a request typed by a person)."""
+        """A user message that answers tool calls (it may carry typed text beside them)."""
         return self.role == "user" and any(b.get("type") == "tool_result" for b in self.content)
 
     @property
+    def request_blocks(self) -> tuple[ContentBlock, ...]:
+        """What a person said in this message: every block of a user message but tool results.
+
+        Real agents put text typed while tools ran (a *steering* message) in the same user turn
+        as the tool results; it is a request like any other.
+        """
+        if self.role != "user" or self.summary is not None:
+            return ()
+        return tuple(b for b in self.content if b.get("type") != "tool_result")
+
+    @property
     def is_request(self) -> bool:
-        """A message a person typed: a user message that is neither tool results nor a summary."""
-        return self.role == "user" and not self.is_tool_result and self.summary is None
+        """A message in which a person said something (steering beside tool results too)."""
+        return any(
+            b.get("type") != "text" or str(b.get("text", "")).strip() for b in self.request_blocks
+        )
 
 
 def _blocks(content: str | Iterable[ContentBlock] | Any) -> tuple[ContentBlock, ...]:
@@ -162,11 +178,6 @@ def to_params(messages: Sequence[Message]) -> list[MessageParam]:
     return [m.to_param() for m in messages]
 
 
-def as_messages(messages: Sequence[Message | Mapping[str, Any]]) -> list[Message]:
-    """Accept our messages or plain API dicts (a hand-written loop's history)."""
-    return [m if isinstance(m, Message) else Message.from_param(m) for m in messages]
-
-
 def pending_tool_use_ids(messages: Sequence[Message]) -> list[str]:
     """Ids of tool_use blocks in the last message still waiting for their tool_result."""
     if messages and messages[-1].role == "assistant":
@@ -179,14 +190,29 @@ def is_safe_boundary(messages: Sequence[Message]) -> bool:
     return not pending_tool_use_ids(messages)
 
 
-def latest_user_request(messages: Sequence[Message]) -> Message | None:
-    """The newest message a person typed, looking inside a compaction prefix if need be."""
+def latest_request_index(messages: Sequence[Message]) -> int | None:
+    """Index of the newest message in which a person said something; None when there is none
+    after the compaction prefix (then the prefix's carried request is the latest)."""
     for index in range(len(messages) - 1, -1, -1):
         message = messages[index]
-        if message.is_request:
-            return message
         if message.summary is not None:
-            return message.summary.request
+            return None
+        if message.is_request:
+            return index
+    return None
+
+
+def latest_user_request(messages: Sequence[Message]) -> Message | None:
+    """The newest thing a person said, as a user message of only those blocks (a steering text
+    beside tool results comes without them), looking inside a compaction prefix if need be."""
+    index = latest_request_index(messages)
+    if index is not None:
+        message = messages[index]
+        if not message.is_tool_result:
+            return message
+        return Message("user", message.request_blocks, pinned=message.pinned)
+    if messages and messages[0].summary is not None:
+        return messages[0].summary.request
     return None
 
 
@@ -197,60 +223,101 @@ def validate_messages(messages: Sequence[Message], *, allow_pending_tool_use: bo
     content or an empty text block; every tool_use is answered by a tool_result in the very next
     message, and every tool_result answers a tool_use of the message right before it; tool_use ids
     are unique. ``allow_pending_tool_use`` permits the last (assistant) message to have tool_use
-    blocks still unanswered, which is the state right before tools run.
+    blocks still unanswered, which is the state right before tools run. Errors name the index.
     """
-    if not messages:
-        raise MessageValidationError("conversation is empty")
-    if messages[0].role != "user":
-        raise MessageValidationError("the first message must come from the user")
-    seen_tool_use_ids: set[str] = set()
-    for index, message in enumerate(messages):
-        where = f"message {index} ({message.role})"
-        if message.role not in ("user", "assistant"):
-            raise MessageValidationError(f"{where}: role must be 'user' or 'assistant'")
-        if index and message.role == messages[index - 1].role:
-            raise MessageValidationError(f"{where}: roles must alternate")
-        if not message.content:
-            raise MessageValidationError(f"{where}: content is empty")
-        for block in message.content:
-            kind = block.get("type")
-            if kind == "text" and not str(block.get("text", "")).strip():
-                raise MessageValidationError(f"{where}: text block is empty")
-            if kind == "tool_use":
-                tool_id = str(block.get("id", ""))
-                if not tool_id:
-                    raise MessageValidationError(f"{where}: tool_use without an id")
-                if tool_id in seen_tool_use_ids:
-                    raise MessageValidationError(f"{where}: duplicate tool_use id {tool_id}")
-                seen_tool_use_ids.add(tool_id)
-            if kind == "tool_result" and message.role != "user":
-                raise MessageValidationError(f"{where}: tool_result outside a user message")
-            if kind == "tool_use" and message.role != "assistant":
-                raise MessageValidationError(f"{where}: tool_use outside an assistant message")
-        kinds = [block.get("type") for block in message.content]
-        if (
-            "tool_result" in kinds
-            and kinds.index("tool_result") > 0
-            and any(kind != "tool_result" for kind in kinds[: kinds.index("tool_result")])
+    MessageValidator().validate(messages, allow_pending_tool_use=allow_pending_tool_use)
+
+
+class MessageValidator:
+    """:func:`validate_messages` for a conversation that grows: each call checks only what was
+    appended since the previous call (a history that was replaced is checked again in full)."""
+
+    def __init__(self) -> None:
+        self._checked = 0
+        self._last: Message | None = None
+        self._first: Message | None = None
+        self._tool_use_ids: set[str] = set()
+
+    def validate(self, messages: Sequence[Message], *, allow_pending_tool_use: bool) -> None:
+        if not messages:
+            raise MessageValidationError("conversation is empty")
+        start = self._checked
+        if not (
+            0 < start <= len(messages)
+            and messages[0] is self._first
+            and messages[start - 1] is self._last
         ):
-            raise MessageValidationError(f"{where}: tool_result blocks must come first")
-        asked = set(messages[index - 1].tool_use_ids) if index else set()
-        answered = message.tool_result_ids
-        orphans = [tid for tid in answered if tid not in asked]
-        if orphans:
-            raise MessageValidationError(f"{where}: tool_result {orphans[0]} answers no tool_use")
-        if len(set(answered)) != len(answered):
-            raise MessageValidationError(f"{where}: a tool_use is answered twice")
-        if message.role == "assistant":
-            unanswered = set(message.tool_use_ids)
-            if not unanswered:
-                continue
-            if index + 1 == len(messages):
-                if allow_pending_tool_use:
-                    continue
-                raise MessageValidationError(f"{where}: tool_use awaits its tool_result")
-            missing = unanswered - set(messages[index + 1].tool_result_ids)
-            if missing:
-                raise MessageValidationError(
-                    f"{where}: tool_use {sorted(missing)[0]} is not answered in the next message"
-                )
+            start = 0
+            self._tool_use_ids = set()
+        self._checked = 0  # until the new part is known good
+        if start == 0 and messages[0].role != "user":
+            raise MessageValidationError("the first message must come from the user")
+        for index in range(start, len(messages)):
+            _check_message(messages, index, self._tool_use_ids)
+        # The message before the new part may have waited for its tool results: check it now.
+        for index in range(max(start - 1, 0), len(messages)):
+            _check_answered(messages, index, allow_pending_tool_use=allow_pending_tool_use)
+        self._checked = len(messages)
+        self._first = messages[0]
+        self._last = messages[-1]
+
+
+def _check_message(messages: Sequence[Message], index: int, seen_tool_use_ids: set[str]) -> None:
+    message = messages[index]
+    where = f"message {index} ({message.role})"
+    if message.role not in ("user", "assistant"):
+        raise MessageValidationError(f"{where}: role must be 'user' or 'assistant'")
+    if index and message.role == messages[index - 1].role:
+        raise MessageValidationError(f"{where}: roles must alternate")
+    if not message.content:
+        raise MessageValidationError(f"{where}: content is empty")
+    for block in message.content:
+        kind = block.get("type")
+        if kind == "text" and not str(block.get("text", "")).strip():
+            raise MessageValidationError(f"{where}: text block is empty")
+        if kind == "tool_use":
+            tool_id = str(block.get("id", ""))
+            if not tool_id:
+                raise MessageValidationError(f"{where}: tool_use without an id")
+            if tool_id in seen_tool_use_ids:
+                raise MessageValidationError(f"{where}: duplicate tool_use id {tool_id}")
+            seen_tool_use_ids.add(tool_id)
+        if kind == "tool_result" and message.role != "user":
+            raise MessageValidationError(f"{where}: tool_result outside a user message")
+        if kind == "tool_use" and message.role != "assistant":
+            raise MessageValidationError(f"{where}: tool_use outside an assistant message")
+    kinds = [block.get("type") for block in message.content]
+    if (
+        "tool_result" in kinds
+        and kinds.index("tool_result") > 0
+        and any(kind != "tool_result" for kind in kinds[: kinds.index("tool_result")])
+    ):
+        raise MessageValidationError(f"{where}: tool_result blocks must come first")
+    asked = set(messages[index - 1].tool_use_ids) if index else set()
+    answered = message.tool_result_ids
+    orphans = [tid for tid in answered if tid not in asked]
+    if orphans:
+        raise MessageValidationError(f"{where}: tool_result {orphans[0]} answers no tool_use")
+    if len(set(answered)) != len(answered):
+        raise MessageValidationError(f"{where}: a tool_use is answered twice")
+
+
+def _check_answered(
+    messages: Sequence[Message], index: int, *, allow_pending_tool_use: bool
+) -> None:
+    message = messages[index]
+    if message.role != "assistant":
+        return
+    unanswered = set(message.tool_use_ids)
+    if not unanswered:
+        return
+    where = f"message {index} ({message.role})"
+    if index + 1 == len(messages):
+        if not allow_pending_tool_use:
+            raise MessageValidationError(f"{where}: tool_use awaits its tool_result")
+        return
+    missing = unanswered - set(messages[index + 1].tool_result_ids)
+    if missing:
+        raise MessageValidationError(
+            f"{where}: tool_use {sorted(missing)[0]} is not answered in the next message"
+        )

@@ -66,3 +66,18 @@ class AsyncModel(Protocol):
     async def acomplete(
         self, request: ModelRequest, on_text: TextCallback | None = None
     ) -> ModelResponse: ...
+
+
+@runtime_checkable
+class CountingModel(Protocol):
+    """A model that can count a request's input tokens the way the API bills them (the
+    Messages API's ``count_tokens``, free of charge). Compaction uses it as the truth."""
+
+    def count_tokens(self, request: ModelRequest) -> int: ...
+
+
+@runtime_checkable
+class AsyncCountingModel(Protocol):
+    """The async form of :class:`CountingModel`."""
+
+    async def acount_tokens(self, request: ModelRequest) -> int: ...

@@ -19,6 +19,11 @@ class CompactionSummary(BaseModel):
     compacted_message_count: int
     tokens_before: int
     tokens_after: int
+    tokens_before_source: str = "estimate"
+    """Where ``tokens_before`` came from: ``api``, ``api+estimate`` or ``estimate``."""
+    tokens_after_source: str = "estimate"
+    """``api`` when the API counted the compacted context (``count_tokens``), else
+    ``estimate`` (the calibrated local estimate): shown with ``~``."""
     summary: str
     strategy: str
     """The strategy that produced the result: summarize, digest, prune, sliding_window."""

@@ -2,8 +2,8 @@
 
 Every strategy keeps a verbatim *tail* that starts at a safe cut point (an assistant message, so
 no tool_result is separated from its tool_use) and replaces the *head* before it. The replaced
-head becomes one user message (the prefix) carrying the summary or note, preserved state, pinned
-messages and the latest user request verbatim.
+head becomes one user message (the prefix, see ``prefix.py``) carrying the summary or note,
+preserved state, pinned messages and the latest user request verbatim.
 """
 
 from __future__ import annotations
@@ -13,19 +13,21 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from agentloop._core.blocks import Block, BlockRenderer, to_json, tool_result_text
-from agentloop._core.messages import ContentBlock, Message, SummaryInfo, latest_user_request
+from agentloop._core.messages import ContentBlock, Message, SummaryInfo, latest_request_index
+from agentloop._core.prefix import (
+    STATE_OPEN,
+    build_prefix,
+    cap_request,
+    state_block,
+)
 from sessions import pair_safe_cut
 
 TokenCount = Callable[[Message], int]
 
-SUMMARY_INTRO = (
-    "This conversation was compacted to fit the context window: the {count} earlier messages "
-    "were replaced by the summary below. The complete original history is kept in the parent "
-    "session."
-)
-STATE_OPEN = "<preserved-state>"
-STATE_CLOSE = "</preserved-state>"
 PRUNED_MARKER = "[tool output pruned during compaction: {chars:,} characters; the full output is kept in the parent session]"  # noqa: E501
+PRUNED_MEDIA_MARKER = "[tool output pruned during compaction: {chars:,} characters and {media} image or document block(s); the full output is kept in the parent session]"  # noqa: E501
+PRUNED_VALUE = "[pruned during compaction: {chars:,} characters; kept in the parent session]"
+PRUNED_MEDIA = "[{kind} pruned during compaction: {what}; kept in the parent session]"
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,63 +80,25 @@ def previous_summary(messages: Sequence[Message]) -> SummaryInfo | None:
 def carried_items(
     messages: Sequence[Message], split: Split
 ) -> tuple[tuple[Message, ...], Message | None]:
-    """Pinned messages and the latest request that fall in the head and must be carried over."""
+    """Pinned messages and the latest request that fall in the head and must be carried over.
+
+    The latest request is what a person said last, a steering text beside tool results too;
+    it is carried unless it stands in the verbatim tail (or is itself pinned).
+    """
     head = messages[: split.tail_start]
-    tail = messages[split.tail_start :]
     before = previous_summary(messages)
     pinned = list(before.pinned if before else ())
     pinned.extend(m for m in head if m.pinned and m.summary is None)
-    request = latest_user_request(messages)
-    if request is not None and (
-        any(m is request for m in tail) or any(m is request for m in pinned)
-    ):
+    index = latest_request_index(messages)
+    request: Message | None
+    if index is None:
+        request = before.request if before is not None else None
+    elif index >= split.tail_start or messages[index].pinned:
         request = None
+    else:
+        found = messages[index]
+        request = found if not found.is_tool_result else Message("user", found.request_blocks)
     return tuple(pinned), request
-
-
-class _CarriedBlocks(BlockRenderer[list[ContentBlock]]):
-    """A message's blocks as a user message may carry them (tool blocks become text)."""
-
-    def __init__(self, role: str) -> None:
-        self.role = role
-
-    def text(self, text: str, block: Block) -> list[ContentBlock]:
-        return [dict(block)] if text.strip() else []
-
-    def tool_use(
-        self, name: str, tool_input: Any, call_id: str, block: Block
-    ) -> list[ContentBlock]:
-        return [{"type": "text", "text": f"[tool call {name}: {to_json(tool_input)}]"}]
-
-    def tool_result(
-        self, items: list[Block], call_id: str, is_error: bool, block: Block
-    ) -> list[ContentBlock]:
-        return [{"type": "text", "text": f"[tool result: {tool_result_text(block)}]"}]
-
-    def thinking(self, text: str, block: Block) -> list[ContentBlock]:
-        return []  # thinking blocks are only valid in their own assistant turn
-
-    def redacted_thinking(self, data: str, block: Block) -> list[ContentBlock]:
-        return []
-
-    def image(self, block: Block) -> list[ContentBlock]:
-        return [dict(block)] if self.role == "user" else self.other("image", block)
-
-    def document(self, block: Block) -> list[ContentBlock]:
-        return [dict(block)] if self.role == "user" else self.other("document", block)
-
-    def other(self, kind: str, block: Block) -> list[ContentBlock]:
-        return [{"type": "text", "text": f"[{kind} block]"}]
-
-
-def _as_text_blocks(message: Message) -> list[ContentBlock]:
-    renderer = _CarriedBlocks(message.role)
-    return [b for block in message.content for b in renderer.render(block)]
-
-
-def state_block(state: str) -> ContentBlock:
-    """The text block that carries the preserved state in a compacted context."""
-    return {"type": "text", "text": f"{STATE_OPEN}\n{state.strip()}\n{STATE_CLOSE}"}
 
 
 def with_state(messages: list[Message], state: str) -> list[Message]:
@@ -157,50 +121,46 @@ def with_state(messages: list[Message], state: str) -> list[Message]:
     return [replace(first, content=tuple(blocks), tokens=None), *messages[1:]]
 
 
-def build_prefix(
-    text: str,
-    *,
-    pinned: Sequence[Message],
-    request: Message | None,
-    state: str,
-    replaced_count: int,
-) -> Message:
-    """The user message that opens a compacted conversation."""
-    blocks: list[ContentBlock] = [
-        {
-            "type": "text",
-            "text": SUMMARY_INTRO.format(count=replaced_count)
-            + f"\n\n<summary>\n{text.strip() or '(empty)'}\n</summary>",
-        }
-    ]
-    if state.strip():
-        blocks.append(state_block(state))
-    if pinned:
-        blocks.append({"type": "text", "text": "Pinned messages, kept verbatim:"})
-        for message in pinned:
-            blocks.append({"type": "text", "text": f"[pinned {message.role} message]"})
-            blocks.extend(_as_text_blocks(message))
-    if request is not None:
-        blocks.append({"type": "text", "text": "The user's latest request, verbatim:"})
-        blocks.extend(_as_text_blocks(request))
-    info = SummaryInfo(
-        text=text, pinned=tuple(pinned), request=request, replaced_count=replaced_count
-    )
-    return Message("user", tuple(blocks), summary=info)
-
-
 def assemble(
-    messages: Sequence[Message], split: Split, *, text: str, state: str = ""
+    messages: Sequence[Message],
+    split: Split,
+    *,
+    text: str,
+    state: str = "",
+    request_max_chars: int | None = None,
+    prune_tail: bool = False,
 ) -> list[Message]:
-    """Prefix + verbatim tail. Tail replies lose their API usage: it measured the old context."""
+    """Prefix + verbatim tail. Tail replies lose their API usage: it measured the old context.
+
+    ``request_max_chars`` caps the carried request (head and tail of its text kept);
+    ``prune_tail`` also prunes old tool content inside the tail, all but the newest exchange.
+    """
     pinned, request = carried_items(messages, split)
+    if request is not None:
+        request = cap_request(request, request_max_chars)
     before = previous_summary(messages)
     replaced = split.tail_start + (before.replaced_count - 1 if before else 0)
     prefix = build_prefix(
         text, pinned=pinned, request=request, state=state, replaced_count=replaced
     )
-    tail = [m if m.usage is None else replace(m, usage=None) for m in split.tail(messages)]
+    tail = split.tail(messages)
+    if prune_tail:
+        newest = _newest_exchange_start(tail)
+        tail = prune_tool_outputs(tail, keep_from=newest)
+    tail = [m if m.usage is None and m.counted is None else _unanchored(m) for m in tail]
     return [prefix, *tail]
+
+
+def _unanchored(message: Message) -> Message:
+    return replace(message, usage=None, counted=None)
+
+
+def _newest_exchange_start(tail: Sequence[Message]) -> int:
+    """Index of the last assistant message of ``tail`` (its newest exchange starts there)."""
+    for index in range(len(tail) - 1, -1, -1):
+        if tail[index].role == "assistant":
+            return index
+    return 0
 
 
 def window_note(messages: Sequence[Message], split: Split) -> str:
@@ -214,28 +174,122 @@ def window_note(messages: Sequence[Message], split: Split) -> str:
     return note
 
 
+class _Pruner(BlockRenderer[ContentBlock]):
+    """One block with its bulk replaced by a marker (the same block when nothing is pruned)."""
+
+    def __init__(self, min_chars: int, role: str) -> None:
+        self.min_chars = min_chars
+        self.role = role
+
+    def tool_use(self, name: str, tool_input: Any, call_id: str, block: Block) -> ContentBlock:
+        pruned = _prune_values(tool_input, self.min_chars)
+        return dict(block) if pruned is tool_input else {**block, "input": pruned}
+
+    def tool_result(
+        self, items: list[Block], call_id: str, is_error: bool, block: Block
+    ) -> ContentBlock:
+        chars = len(tool_result_text(block))
+        media = sum(1 for item in items if item.get("type") in ("image", "document"))
+        if media:
+            marker = PRUNED_MEDIA_MARKER.format(chars=chars, media=media)
+        else:
+            marker = PRUNED_MARKER.format(chars=chars)
+            if chars < self.min_chars or chars <= len(marker):  # a marker must save something
+                return dict(block)
+        return {**block, "content": marker}
+
+    def image(self, block: Block) -> ContentBlock:
+        return {"type": "text", "text": PRUNED_MEDIA.format(kind="image", what=_media_size(block))}
+
+    def document(self, block: Block) -> ContentBlock:
+        title = block.get("title")
+        what = f"{title!r}, {_media_size(block)}" if title else _media_size(block)
+        return {"type": "text", "text": PRUNED_MEDIA.format(kind="document", what=what)}
+
+    def other(self, kind: str, block: Block) -> ContentBlock:
+        return dict(block)
+
+
+def _media_size(block: Block) -> str:
+    source = block.get("source")
+    if not isinstance(source, dict):
+        return "no source"
+    data = source.get("data")
+    kind = source.get("media_type") or source.get("type") or "media"
+    if isinstance(data, str):
+        return f"{kind}, {len(data) * 3 // 4 // 1024:,} KB"
+    return str(source.get("url") or kind)
+
+
+def _prune_values(value: Any, min_chars: int) -> Any:
+    """``value`` with every string of ``min_chars`` or more replaced by a marker; the very same
+    object when nothing changed."""
+    if isinstance(value, str):
+        marker = PRUNED_VALUE.format(chars=len(value))
+        return marker if len(value) >= min_chars and len(value) > len(marker) else value
+    if isinstance(value, dict):
+        items = {key: _prune_values(item, min_chars) for key, item in value.items()}
+        return value if all(items[k] is value[k] for k in value) else items
+    if isinstance(value, list):
+        listed = [_prune_values(item, min_chars) for item in value]
+        return value if all(a is b for a, b in zip(listed, value, strict=True)) else listed
+    return value
+
+
+def _content_chars(content: Sequence[Block]) -> int:
+    total = 0
+    for block in content:
+        kind = block.get("type")
+        if kind == "text":
+            total += len(str(block.get("text", "")))
+        elif kind in ("tool_use", "server_tool_use"):
+            total += len(to_json(block.get("input", {})))
+        elif kind == "tool_result":
+            total += len(tool_result_text(block))
+        else:
+            total += len(to_json(block))
+    return total
+
+
+def _scaled_estimate(old: Message, content: tuple[ContentBlock, ...]) -> int | None:
+    """An estimate of the pruned message from the original's, by the share of text kept: a
+    pruned history is not tokenized again (the API's count, when it can be had, decides)."""
+    if old.tokens is None or any(b.get("type") in ("image", "document") for b in old.content):
+        return None
+    before = _content_chars(old.content)
+    if before == 0:
+        return old.tokens
+    return max(1, round(old.tokens * _content_chars(content) / before))
+
+
 def prune_tool_outputs(
     messages: Sequence[Message], *, keep_from: int, min_chars: int = 200
 ) -> list[Message]:
-    """Replace the content of tool_results before ``keep_from`` by a short marker.
+    """Replace the bulk of old messages (before ``keep_from``) by short markers: tool outputs,
+    long tool inputs (write and edit bodies) and images and documents.
 
     The tool_use/tool_result pairs stay (so the conversation keeps its shape and stays valid);
-    only large outputs are replaced; pinned messages are kept verbatim. Replies lose their stale
-    API usage.
+    pinned messages, and the text of what a person said, are kept verbatim; the newest request
+    is never pruned. Replies lose their stale API usage.
     """
+    newest_request = latest_request_index(messages)
     out: list[Message] = []
     for index, message in enumerate(messages):
-        if index >= keep_from or message.pinned or not message.is_tool_result:
-            out.append(message if message.usage is None else replace(message, usage=None))
+        if index >= keep_from or message.pinned or index == newest_request:
+            out.append(message if message.usage is None else _unanchored(message))
             continue
-        changed = False
-        blocks: list[ContentBlock] = []
-        for block in message.content:
-            if block.get("type") == "tool_result":
-                text = tool_result_text(block)
-                if len(text) >= min_chars:
-                    block = {**block, "content": PRUNED_MARKER.format(chars=len(text))}
-                    changed = True
-            blocks.append(block)
-        out.append(replace(message, content=tuple(blocks), tokens=None) if changed else message)
+        pruner = _Pruner(min_chars, message.role)
+        blocks = tuple(pruner.render(block) for block in message.content)
+        if all(a == b for a, b in zip(blocks, message.content, strict=True)):
+            out.append(message if message.usage is None else _unanchored(message))
+            continue
+        out.append(
+            replace(
+                message,
+                content=blocks,
+                tokens=_scaled_estimate(message, blocks),
+                usage=None,
+                counted=None,
+            )
+        )
     return out

@@ -11,6 +11,7 @@ from agentloop._core.blocks import Block, BlockRenderer, to_json, tool_result_te
 from agentloop._core.effects import CallModel, Steps, perform
 from agentloop._core.messages import Message
 from agentloop._core.model import AsyncModel, Model, ModelRequest
+from agentloop._core.shorten import shorten, shorten_values
 
 SECTIONS = (
     "Goal",
@@ -36,38 +37,73 @@ SUMMARIZER_SYSTEM = (
 TextCount = Callable[[str], int]
 
 
-def shorten(text: str, limit: int) -> str:
-    """Keep the head and tail of a long text and say how much was left out."""
-    if len(text) <= limit:
-        return text
-    head = int(limit * 0.7)
-    tail = limit - head
-    omitted = len(text) - head - tail
-    return f"{text[:head]}\n[... {omitted:,} characters omitted ...]\n{text[-tail:]}"
-
-
 class _TranscriptRenderer(BlockRenderer[str]):
-    """Blocks as transcript lines for the summarizer; long outputs are shortened."""
+    """Blocks as transcript lines for the summarizer. Long outputs and inputs are shortened
+    keeping their error and location lines; searches keep their queries, URLs and titles."""
 
     def __init__(self, speaker: str, tool_output_chars: int) -> None:
         self.speaker = speaker
         self.limit = tool_output_chars
 
     def text(self, text: str, block: Block) -> str:
-        return f"{self.speaker}: {text}"
+        line = f"{self.speaker}: {text}"
+        for citation in block.get("citations") or ():
+            if isinstance(citation, dict):
+                where = (citation.get("title"), citation.get("url"), citation.get("document_title"))
+                line += f"\n  [cited: {' '.join(str(part) for part in where if part)}]"
+        return line
 
     def tool_use(self, name: str, tool_input: Any, call_id: str, block: Block) -> str:
-        return f"{self.speaker} called tool {name} [{call_id}]: {to_json(tool_input)}"
+        what = "ran server tool" if block.get("type") != "tool_use" else "called tool"
+        arguments = to_json(shorten_values(tool_input, self.limit))
+        return f"{self.speaker} {what} {name} [{call_id}]: {arguments}"
 
     def tool_result(self, items: list[Block], call_id: str, is_error: bool, block: Block) -> str:
         status = "error" if is_error else "result"
         return f"Tool {status} [{call_id}]:\n{shorten(tool_result_text(block), self.limit)}"
 
+    def server_tool_result(self, kind: str, call_id: str, block: Block) -> str:
+        content = block.get("content")
+        lines = [f"Server tool result ({kind}) [{call_id}]:"]
+        entries = content if isinstance(content, list) else [content]
+        for entry in entries:
+            if not isinstance(entry, dict):
+                continue
+            if entry.get("url") or entry.get("title"):
+                age = f" ({entry['page_age']})" if entry.get("page_age") else ""
+                lines.append(f"- {entry.get('title', '')} — {entry.get('url', '')}{age}")
+            elif entry.get("error_code"):
+                lines.append(f"- error: {entry['error_code']}")
+            else:
+                visible = {k: v for k, v in entry.items() if "encrypted" not in k}
+                lines.append(f"- {shorten(to_json(visible), self.limit)}")
+        return "\n".join(lines)
+
     def thinking(self, text: str, block: Block) -> str:
         return f"{self.speaker} (thinking): {shorten(text, self.limit)}"
 
+    def image(self, block: Block) -> str:
+        return f"{self.speaker}: [image: {_source_kind(block)}]"
+
+    def document(self, block: Block) -> str:
+        title = block.get("title") or "untitled"
+        source = block.get("source")
+        body = ""
+        if isinstance(source, dict) and source.get("type") == "text":
+            body = "\n" + shorten(str(source.get("data", "")), self.limit)
+        elif isinstance(source, dict) and source.get("type") == "url":
+            body = f" at {source.get('url')}"
+        return f"{self.speaker}: [document {title!r} ({_source_kind(block)})]{body}"
+
     def other(self, kind: str, block: Block) -> str:
         return f"{self.speaker}: [{kind} block]"
+
+
+def _source_kind(block: Block) -> str:
+    source = block.get("source")
+    if isinstance(source, dict):
+        return str(source.get("media_type") or source.get("type") or "unknown source")
+    return "no source"
 
 
 def render_message(message: Message, *, tool_output_chars: int) -> str:

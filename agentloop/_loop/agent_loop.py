@@ -22,7 +22,7 @@ from agentloop._core.effects import (
     Steps,
     perform,
 )
-from agentloop._core.messages import ContentBlock, Message, validate_messages
+from agentloop._core.messages import ContentBlock, Message, MessageValidator
 from agentloop._core.model import AsyncModel, Model, ModelRequest, ModelResponse
 from agentloop._core.results import CompactionOutcome, CompactionTransition
 from agentloop._core.tool import Tool, ToolResult, tool_definition
@@ -109,6 +109,9 @@ class AgentLoop:
         self.max_tool_rounds = max_tool_rounds
         self.events = events or LoopEvents()
         self.messages: list[Message] = list(messages)
+        self._validator = MessageValidator()
+        self._local_sum: int | None = None
+        """Local estimate of ``self.messages``, kept as messages come and go (None: not yet)."""
         self.workspace = workspace or os.getcwd()
         self.title = title
         # Ids, clock and hooks come from the compacter's wiring, so its injections hold here too.
@@ -278,7 +281,7 @@ class AgentLoop:
                         {
                             "type": "tool_result",
                             "tool_use_id": tool_id,
-                            "content": "interrupted: the tool did not run",
+                            "content": "interrupted: the tool may have run; its result is unknown",
                             "is_error": True,
                         }
                         for tool_id in pending
@@ -297,6 +300,7 @@ class AgentLoop:
         strategy = transition.summary.strategy + (" (emergency)" if emergency else "")
         yield from perform(SaveTransition(transition, strategy))
         self.messages = list(transition.compacted_messages)
+        self._local_sum = None
         self.session_id = transition.new_session_id
         self.events.on_transition(transition)
 
@@ -313,17 +317,25 @@ class AgentLoop:
             yield from self._create()
         yield from perform(AppendMessages(self.session_id, (message,)))
         self.messages.append(message)
+        if self._local_sum is not None and self.compacter is not None:
+            self._local_sum += self.compacter.count(message)
 
     def _record_reply(self, response: ModelResponse) -> Steps[None]:
-        if self.compacter is not None:
-            sent = sum(self.compacter.count(m) for m in self.messages)
-            sent += self.compacter.fixed_tokens(self.system, self.tool_definitions)
-            self.compacter.record_usage(response.usage.prompt_tokens, sent)
+        compacter = self.compacter
+        if compacter is not None:
+            # What we sent, estimated locally, beside what the API counted: the calibration
+            # learns from every reply. The sum is kept up to date, not recomputed per turn.
+            if self._local_sum is None:
+                self._local_sum = sum(compacter.count(m) for m in self.messages)
+            sent = self._local_sum + compacter.fixed_tokens(self.system, self.tool_definitions)
+            compacter.record_usage(response.usage.prompt_tokens, sent, len(self.messages))
         self.events.on_reply(response)
         yield from self._append(response.to_message())
 
     def _request(self) -> ModelRequest:
-        validate_messages(self.messages, allow_pending_tool_use=False)
+        # Only what was appended since the last request is checked (the rest was, and is
+        # unchanged): the per-turn cost does not grow with the history.
+        self._validator.validate(self.messages, allow_pending_tool_use=False)
         return ModelRequest(
             model=self.model_name,
             messages=tuple(self.messages),

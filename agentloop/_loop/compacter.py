@@ -7,6 +7,7 @@ the clock, the hook runner) and runs its effects, synchronously or on an event l
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
@@ -49,6 +50,13 @@ class ConversationCompacter(CompactionCore):
             from agentloop._adapters.tokens import TokenEstimator
 
             counter = TokenEstimator()
+        strategy = (settings or CompactionSettings()).strategy
+        if model is None and strategy in ("auto", "summarize"):
+            warnings.warn(
+                "ConversationCompacter has no model: summaries will be deterministic digests "
+                "(pass model=AnthropicModel() for real summaries)",
+                stacklevel=2,
+            )
         super().__init__(
             model_name=model_name,
             context_window=context_window,

@@ -18,6 +18,7 @@ from agentloop._core.effects import (
     STORE_EFFECTS,
     AppendMessages,
     CallModel,
+    CountTokens,
     CreateSession,
     Effect,
     NewSessionId,
@@ -28,7 +29,13 @@ from agentloop._core.effects import (
     Steps,
 )
 from agentloop._core.hooks import HookOutput, PreservedStateHook
-from agentloop._core.model import AsyncModel, Model, ModelResponse, TextCallback
+from agentloop._core.model import (
+    AsyncModel,
+    CountingModel,
+    Model,
+    ModelResponse,
+    TextCallback,
+)
 from agentloop._core.tool import ToolResult
 from agentloop._errors import ConfigurationError
 from sessions import SessionStore
@@ -79,6 +86,14 @@ class Runtime:
                     "the model only has an async interface: use the async entry points"
                 )
             return model.complete(effect.request, self.on_text if effect.stream else None)
+        if isinstance(effect, CountTokens):
+            counter = self._model_for(effect)
+            if not isinstance(counter, CountingModel):
+                return None
+            try:
+                return counter.count_tokens(effect.request)
+            except Exception:  # counting is a check, not a duty: the estimate stands in
+                return None
         if isinstance(effect, RunTool):
             return run_tool(effect)
         if isinstance(effect, RunHooks):
@@ -109,7 +124,7 @@ class Runtime:
             return None
         return await asyncio.to_thread(self.perform, effect)
 
-    def _model_for(self, effect: CallModel) -> Model | AsyncModel:
+    def _model_for(self, effect: CallModel | CountTokens) -> Model | AsyncModel:
         model = effect.model if effect.model is not None else self.model
         return model if model is not None else _NoModel()
 

@@ -1,0 +1,78 @@
+"""How and when to compact: the settings, checked when they are made."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+from agentloop._core.validation import DEFAULT_THRESHOLD, validate_threshold, validate_window
+from agentloop._errors import ConfigurationError
+
+StrategyName = Literal["auto", "summarize", "sliding_window", "prune", "none"]
+STRATEGIES: tuple[StrategyName, ...] = ("auto", "summarize", "sliding_window", "prune", "none")
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionSettings:
+    """How and when to compact. Invalid values raise :class:`ConfigurationError` at once."""
+
+    enabled: bool = True
+    """Automatic compaction. When False, only an explicit ``force=True`` (``/compact``) runs."""
+    threshold: float = DEFAULT_THRESHOLD
+    """Fraction of the context window at which compaction triggers (0 < t <= 1)."""
+    thresholds: Mapping[str, float] = field(default_factory=dict)
+    """Per-model thresholds, up or down from ``threshold``."""
+    strategy: StrategyName = "auto"
+    """``auto`` prunes old tool outputs first and summarizes only if that is not enough."""
+    tail_fraction: float = 0.10
+    """The recent tail kept verbatim, as a fraction of the window."""
+    target_ratio: float = 0.25
+    """Aim: tokens after / the trigger. Compaction tightens until it gets there, and ``auto``
+    accepts pruning alone only if it does."""
+    min_savings: float = 0.20
+    """A compaction saving less than this fraction opens the circuit breaker."""
+    window_messages: int | None = None
+    """For ``sliding_window``: keep at most this many messages (else the tail token budget)."""
+    summary_max_tokens: int = 4096
+    summarizer_window: int | None = None
+    """The summarizer's own context window (default: the conversation's window)."""
+    tool_output_chars: int = 2000
+    """Tool outputs longer than this are shortened (head and tail) for the summarizer."""
+    standing_instructions: str = ""
+    """Instructions every summary follows (e.g. 'always keep the API design decisions')."""
+    request_max_tokens: int | None = None
+    """The latest request is carried verbatim up to about this size (head and tail beyond it;
+    the summary covers the middle). Default: 5 % of the window, at least 2,000 tokens."""
+
+    def __post_init__(self) -> None:
+        # Store the validated floats: a threshold given as text ("0.7", from a config file)
+        # would otherwise pass validation and break the first trigger computation.
+        object.__setattr__(self, "threshold", validate_threshold(self.threshold))
+        thresholds: dict[str, float] = {}
+        for model, value in self.thresholds.items():
+            try:
+                thresholds[model] = validate_threshold(value)
+            except ConfigurationError as error:
+                raise ConfigurationError(f"{error} for model {model}") from None
+        object.__setattr__(self, "thresholds", thresholds)
+        if self.strategy not in STRATEGIES:
+            raise ConfigurationError(
+                f"unknown compaction strategy {self.strategy!r} "
+                f"(choose from {', '.join(STRATEGIES)})"
+            )
+        for name in ("tail_fraction", "target_ratio", "min_savings"):
+            value = getattr(self, name)
+            if not 0.0 < value < 1.0:
+                raise ConfigurationError(f"{name} must be between 0 and 1 (got {value!r})")
+        if self.window_messages is not None and self.window_messages < 2:
+            raise ConfigurationError("window_messages must be at least 2")
+        if self.summary_max_tokens < 256:
+            raise ConfigurationError("summary_max_tokens must be at least 256")
+        if self.summarizer_window is not None:
+            validate_window(self.summarizer_window)
+        if self.request_max_tokens is not None:
+            validate_window(self.request_max_tokens, what="request_max_tokens")
+
+    def threshold_for(self, model: str) -> float:
+        return self.thresholds.get(model, self.threshold)
