@@ -11,7 +11,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from agentloop._adapters.anthropic import AnthropicModel
+    from agentloop._adapters.anthropic import AnthropicModel, message_from_response
     from agentloop._adapters.tokens import Calibration, TokenEstimator
     from agentloop._adapters.windows import ContextWindowResolver, ModelLimits
     from agentloop._core.compacter import CompactionSettings
@@ -77,6 +77,7 @@ _EXPORTS: dict[str, str] = {
     "TurnResult": "agentloop._loop.agent_loop",
     "Usage": "agentloop._core.messages",
     "as_messages": "agentloop._core.prefix",
+    "message_from_response": "agentloop._adapters.anthropic",
     "choose_tail_start": "agentloop._core.strategies",
     "is_safe_boundary": "agentloop._core.messages",
     "prune_tool_outputs": "agentloop._core.strategies",
@@ -137,6 +138,7 @@ __all__ = [
     "Usage",
     "__version__",
     "as_messages",
+    "message_from_response",
     "choose_tail_start",
     "is_safe_boundary",
     "prune_tool_outputs",

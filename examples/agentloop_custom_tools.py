@@ -25,10 +25,15 @@ from agentloop.testing import ScriptedModel, text_reply, tool_call, tool_reply
 inventory: dict[str, int] = {"apples": 3}
 
 
+ledger: list[str] = []
+
+
 def restock(tool_input: Mapping[str, Any]) -> str:
     item, amount = str(tool_input["item"]), int(tool_input["amount"])
     inventory[item] = inventory.get(item, 0) + amount
-    return f"{item}: {inventory[item]} in stock"
+    ledger.append(f"restocked {amount} {item}; {inventory[item]} in stock")
+    # Like real tools, it answers at length: the whole ledger, so the context fills up.
+    return "\n".join([f"{item}: {inventory[item]} in stock", "Ledger:", *ledger * 8])
 
 
 RESTOCK = FunctionTool(
@@ -50,7 +55,14 @@ def inventory_state() -> str:
 
 class Printer(LoopEvents):
     def on_transition(self, transition: Any) -> None:
-        print(f"[compacted into session {transition.new_session_id[:8]}]")
+        summary = transition.summary
+        print(
+            f"[compacted {summary.original_message_count} → {summary.compacted_message_count} "
+            f"messages into session {transition.new_session_id[:8]}]"
+        )
+        prefix = transition.compacted_messages[0]
+        state = next(b["text"] for b in prefix.content if "<preserved-state>" in b["text"])
+        print("[the hook's state travels with it:]", state.splitlines()[2])
 
 
 def build_model() -> tuple[Any, str]:

@@ -1,11 +1,13 @@
 """The compacter alone, inside a hand-written `anthropic` tool-use loop.
 
-Run with ANTHROPIC_API_KEY set (or ANTHROPIC_BASE_URL pointing at a compatible server):
+Run with ANTHROPIC_API_KEY set, or with ANTHROPIC_BASE_URL pointing at a compatible server
+(a key is then optional):
 
     python examples/compacter_in_your_loop.py "What is 1234 * 5678? Use the tool."
 
 At every safe boundary (no tool_use waiting for its result) the loop asks the compacter; when
-the conversation crosses the threshold it swaps in the compacted history.
+the conversation crosses the threshold it swaps in the compacted history. The model answers the
+summary requests too, and its count_tokens endpoint measures every compacted result.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import sys
 
 import anthropic
 
-from agentloop import ConversationCompacter, Message, Usage
+from agentloop import AnthropicModel, ConversationCompacter, Message, message_from_response
 
 MODEL = os.environ.get("AGENTLOOP_MODEL", "claude-sonnet-5-5")
 TOOLS = [
@@ -32,17 +34,25 @@ TOOLS = [
 
 
 def main(prompt: str) -> None:
-    client = anthropic.Anthropic()
-    # A real loop would resolve the window from the Models API; 200k is a safe example value.
-    compacter = ConversationCompacter(model_name=MODEL, context_window=200_000)
+    # A compatible server may not need a key; the SDK insists on one, so give it a stand-in.
+    key = os.environ.get("ANTHROPIC_API_KEY") or "not-needed"
+    client = anthropic.Anthropic(api_key=key)
+    compacter = ConversationCompacter(
+        model_name=MODEL,
+        # A real loop would resolve the window from the Models API; 200k is a safe example.
+        context_window=int(os.environ.get("AGENTLOOP_CONTEXT_WINDOW", "200000")),
+        model=AnthropicModel(client),  # summarizes, and counts tokens
+    )
     messages: list[Message] = [Message.user(prompt)]
     session_id = "example-session"
     while True:
         transition = compacter.compact_and_transition(session_id, messages, tools=TOOLS)
         if transition is not None:
+            summary = transition.summary
             print(
-                f"compacted: {transition.summary.original_message_count} messages → "
-                f"{len(transition.compacted_messages)}",
+                f"compacted: {summary.original_message_count} messages → "
+                f"{summary.compacted_message_count} ({summary.tokens_after:,} tokens, "
+                f"counted by the {summary.tokens_after_source})",
                 file=sys.stderr,
             )
             messages, session_id = list(transition.compacted_messages), transition.new_session_id
@@ -52,12 +62,7 @@ def main(prompt: str) -> None:
             tools=TOOLS,  # type: ignore[arg-type]
             messages=[m.to_param() for m in messages],  # type: ignore[misc]
         )
-        usage = Usage(
-            input_tokens=response.usage.input_tokens,
-            output_tokens=response.usage.output_tokens,
-        )
-        blocks = [block.model_dump(exclude_none=True) for block in response.content]
-        messages.append(Message.assistant(blocks, usage=usage))
+        messages.append(message_from_response(response))  # content and usage, cache included
         calls = [block for block in response.content if block.type == "tool_use"]
         if not calls:
             print("".join(b.text for b in response.content if b.type == "text"))
@@ -65,13 +70,8 @@ def main(prompt: str) -> None:
         results = []
         for call in calls:
             args = call.input if isinstance(call.input, dict) else {}
-            results.append(
-                {
-                    "type": "tool_result",
-                    "tool_use_id": call.id,
-                    "content": str(int(str(args["a"])) * int(str(args["b"]))),
-                }
-            )
+            product = int(str(args["a"])) * int(str(args["b"]))
+            results.append({"type": "tool_result", "tool_use_id": call.id, "content": str(product)})
         messages.append(Message.user(results))
 
 

@@ -8,6 +8,7 @@ import json
 import math
 import re
 import threading
+import warnings
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
@@ -22,7 +23,7 @@ from agentloop._core.messages import Message, Usage, to_params, validate_message
 from agentloop._core.model import ModelRequest
 from agentloop._core.prefix import as_messages
 from agentloop._core.results import CompactionTransition
-from agentloop._errors import ConfigurationError, ModelError
+from agentloop._errors import ConfigurationError, MessageValidationError, ModelError
 from agentloop._loop.compacter import ConversationCompacter
 from agentloop.testing import FunctionModel, Reply, tool_call
 
@@ -791,3 +792,88 @@ def test_scripted_error_reply_also_falls_back() -> None:
     c = compacter(model=model, settings=CompactionSettings(strategy="summarize"))
     result = compact(c, small_history(), force=True).transition
     assert result is not None and result.summary.strategy == "digest"
+
+
+# -- the library path: dicts in, dicts out -------------------------------------------------------
+
+
+def _dict_turns(start: int, count: int) -> list[dict[str, Any]]:
+    turns: list[dict[str, Any]] = []
+    for n in range(start, start + count):
+        turns.append({"role": "user", "content": f"Request {n}: handle FACT-{n:04d} " * 30})
+        turns.append({"role": "assistant", "content": f"Done with FACT-{n:04d}. " * 30})
+    return turns
+
+
+def test_three_compactions_through_dicts_keep_one_summary_prefix() -> None:
+    c = compacter(window=6_000, model=FunctionModel(echo_facts))
+    params: list[dict[str, Any]] = _dict_turns(0, 10)
+    session = "s0"
+    for round_ in range(3):
+        transition = c.compact_and_transition(session, params, force=True)
+        assert transition is not None, round_
+        params = transition.compacted_params
+        session = transition.new_session_id
+        first = params[0]["content"]
+        texts = [b["text"] for b in first if b.get("type") == "text"]
+        joined = "\n".join(texts)
+        assert joined.count("<summary>") == 1, "one summary prefix, never nested"
+        assert joined.count("This conversation was compacted") == 1
+        params = params + _dict_turns(100 * (round_ + 1), 8)
+    # The facts of the first round survived three summaries (each updated the previous one).
+    assert "FACT-0000" in joined
+
+
+def test_usage_can_be_passed_in_plain_dicts() -> None:
+    c = compacter(window=100_000)
+    history = [
+        {"role": "user", "content": "hello"},
+        {
+            "role": "assistant",
+            "content": "hi",
+            "usage": {"input_tokens": 40_000, "output_tokens": 10, "cache_read_input_tokens": 5},
+        },
+    ]
+    usage = c.measure(history)
+    assert usage.source == "api"
+    assert usage.tokens == 40_015
+
+
+def test_an_invalid_history_is_refused_before_any_model_call() -> None:
+    model = FunctionModel(echo_facts)
+    c = compacter(model=model)
+    history = fact_history(Facts(), 6)
+    duplicate = next(i for i, m in enumerate(history) if m.role == "assistant" and m.tool_use_ids)
+    blocks = [dict(b) for b in history[duplicate].content]
+    later = next(
+        i
+        for i, m in enumerate(history)
+        if i > duplicate + 1 and m.role == "assistant" and m.tool_use_ids
+    )
+    reused = history[duplicate].tool_use_ids[0]
+    bad_blocks = [
+        {**b, "id": reused} if b.get("type") == "tool_use" else b for b in history[later].content
+    ]
+    answers = [
+        {**b, "tool_use_id": reused} if b.get("type") == "tool_result" else b
+        for b in history[later + 1].content
+    ]
+    bad = list(history)
+    bad[later] = Message("assistant", tuple(bad_blocks))
+    bad[later + 1] = Message("user", tuple(answers))
+    assert blocks  # the first use stays as it was
+
+    with pytest.raises(MessageValidationError) as caught:
+        c.compact_and_transition("s", bad, force=True)
+    assert f"message {later} (assistant): duplicate tool_use id {reused}" in str(caught.value)
+    assert model.requests == []
+
+
+def test_a_compacter_without_a_model_warns_that_it_writes_digests() -> None:
+    with pytest.warns(UserWarning, match="deterministic digests"):
+        ConversationCompacter(model_name="m", context_window=10_000)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ConversationCompacter(
+            model_name="m", context_window=10_000, model=FunctionModel(echo_facts)
+        )

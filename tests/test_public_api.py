@@ -23,7 +23,7 @@ AGENTLOOP_API = {
     "MessageParam", "MessageValidationError", "Model", "ModelError", "ModelLimits",
     "ModelRequest", "ModelResponse", "PreservedStateHook", "PromptTooLongError", "SummaryInfo",
     "TokenEstimator", "Tool", "ToolResult", "TurnResult", "Usage", "__version__",
-    "as_messages", "choose_tail_start", "is_safe_boundary", "prune_tool_outputs",
+    "as_messages", "message_from_response", "choose_tail_start", "is_safe_boundary", "prune_tool_outputs",
     "to_params", "validate_messages", "validate_threshold",
 }  # fmt: skip
 
