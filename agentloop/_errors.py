@@ -25,3 +25,8 @@ class ModelError(AgentloopError):
 
 class PromptTooLongError(ModelError):
     """The API refused the request because the prompt exceeds the model's context window."""
+
+
+class IncompleteReplyError(ModelError):
+    """The reply broke off: the stream ended without ``message_stop``, or the connection
+    dropped mid-reply. What was shown is not a whole answer and is never stored as one."""

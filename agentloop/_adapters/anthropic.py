@@ -16,7 +16,12 @@ from typing import TYPE_CHECKING, Any
 
 from agentloop._core.messages import ContentBlock, Message, Usage, to_params
 from agentloop._core.model import ModelRequest, ModelResponse, TextCallback
-from agentloop._errors import ConfigurationError, ModelError, PromptTooLongError
+from agentloop._errors import (
+    ConfigurationError,
+    IncompleteReplyError,
+    ModelError,
+    PromptTooLongError,
+)
 
 if TYPE_CHECKING:
     import anthropic
@@ -295,7 +300,7 @@ class AnthropicModel:
                 with client.messages.stream(**kwargs) as stream:
                     for text in stream.text_stream:
                         on_text(text)
-                    message = stream.get_final_message()
+                    message = _whole(stream.get_final_message())
         return response_from_message(message)
 
     async def acomplete(
@@ -313,7 +318,7 @@ class AnthropicModel:
                 async with client.messages.stream(**kwargs) as stream:
                     async for text in stream.text_stream:
                         on_text(text)
-                    message = await stream.get_final_message()
+                    message = _whole(await stream.get_final_message())
         return response_from_message(message)
 
     def count_tokens(self, request: ModelRequest) -> int:
@@ -339,7 +344,8 @@ class AnthropicModel:
 
 @contextlib.contextmanager
 def _sdk_errors(client: anthropic.Anthropic | anthropic.AsyncAnthropic) -> Iterator[None]:
-    """SDK errors (after its own retries) as one-line :class:`ModelError`; others pass."""
+    """SDK errors (after its own retries) and transport errors as one-line
+    :class:`ModelError`; other exceptions pass."""
     import anthropic
 
     try:
@@ -349,6 +355,30 @@ def _sdk_errors(client: anthropic.Anthropic | anthropic.AsyncAnthropic) -> Itera
         if mapped is None:
             raise
         raise mapped from error
+    except Exception as error:
+        if not _is_transport_error(error):
+            raise
+        # The SDK wraps what fails before a reply starts; a stream that breaks midway comes
+        # up raw from the HTTP layer ("peer closed connection ... incomplete chunked read").
+        detail = _one_line(str(error) or type(error).__name__)
+        raise IncompleteReplyError(
+            f"the connection to the API broke off mid-reply ({detail})"
+        ) from error
+
+
+def _is_transport_error(error: BaseException) -> bool:
+    module = type(error).__module__.split(".")[0]
+    return module in ("httpx", "httpx2", "httpcore", "h11") or isinstance(error, OSError)
+
+
+def _whole(message: SDKMessage) -> SDKMessage:
+    """``message`` if the API finished it; a stream that ended without ``message_stop`` leaves a
+    reply without a stop reason, which must not pass for a whole answer."""
+    if message.stop_reason is None:
+        raise IncompleteReplyError(
+            "the API's reply broke off before its end (the stream closed without message_stop)"
+        )
+    return message
 
 
 def _translated(

@@ -27,7 +27,7 @@ from agentloop._core.model import AsyncModel, Model, ModelRequest, ModelResponse
 from agentloop._core.results import CompactionOutcome, CompactionTransition
 from agentloop._core.tool import Tool, ToolResult, tool_definition
 from agentloop._core.validation import DEFAULT_MAX_TOKENS
-from agentloop._errors import AgentloopError, PromptTooLongError
+from agentloop._errors import AgentloopError, IncompleteReplyError, PromptTooLongError
 from agentloop._loop.compacter import ConversationCompacter
 from agentloop._loop.drive import Runtime, adrive, drive
 from sessions import SessionStore
@@ -71,7 +71,10 @@ class LoopEvents:
     def on_tool_result(self, name: str, tool_input: dict[str, Any], result: ToolResult) -> None: ...
 
     def on_reply(self, response: ModelResponse) -> None:
-        """A complete assistant reply (after streaming)."""
+        """A complete assistant reply (after streaming), already stored."""
+
+    def on_reply_incomplete(self, reason: str) -> None:
+        """The streamed reply broke off: what was shown is not an answer; it is retried once."""
 
 
 class AgentLoop:
@@ -111,6 +114,8 @@ class AgentLoop:
         self.messages: list[Message] = list(messages)
         self._validator = MessageValidator()
         self._local_sum: int | None = None
+        self._pending: list[Message] = []
+        """Kept in memory, not yet stored: written with the next reply, in one transaction."""
         """Local estimate of ``self.messages``, kept as messages come and go (None: not yet)."""
         self.workspace = workspace or os.getcwd()
         self.title = title
@@ -172,10 +177,22 @@ class AgentLoop:
     def _turn_steps(
         self, user_input: str | Sequence[ContentBlock], pinned: bool
     ) -> Steps[TurnResult]:
-        yield from self._repair()
-        yield from self._append(Message.user(user_input, pinned=pinned))
+        self._repair()
+        message = self._counted(Message.user(user_input, pinned=pinned))
+        self._refuse_if_it_cannot_fit(message)
+        self._keep(message)
+        try:
+            return (yield from self._rounds())
+        except Exception:
+            # A failed turn keeps what was said (a session that never got a reply is not
+            # created: a failed first request leaves nothing behind).
+            if self._stored:
+                yield from self._flush()
+            raise
+
+    def _rounds(self) -> Steps[TurnResult]:
         result = TurnResult(text="", session_id=self.session_id)
-        emergency_used = False
+        emergency_used = retried = False
         for _round in range(self.max_tool_rounds):
             outcome = yield from self._compaction_steps(force=False, instructions=None)
             if outcome is not None and outcome.transition is not None:
@@ -183,6 +200,12 @@ class AgentLoop:
             request = self._request()
             try:
                 response = yield from perform(CallModel(request, stream=True))
+            except IncompleteReplyError as error:
+                if retried:
+                    raise
+                retried = True  # once: what was shown is withdrawn, the request sent again
+                self.events.on_reply_incomplete(str(error))
+                continue
             except PromptTooLongError as error:
                 if not self._compaction_enabled():
                     raise ContextFullError(
@@ -230,12 +253,29 @@ class AgentLoop:
                     block["is_error"] = True
                 blocks.append(block)
                 result.tool_calls += 1
-            yield from self._append(Message("user", tuple(blocks)))
+            self._keep(self._counted(Message("user", tuple(blocks))))
+        yield from self._flush()
         result.text = (
             result.text + f"\n[stopped after {self.max_tool_rounds} tool rounds in one turn]"
         ).strip()
         result.session_id = self.session_id
         return result
+
+    def _refuse_if_it_cannot_fit(self, message: Message) -> None:
+        """A message that alone does not fit the window is refused before it is kept or sent
+        (no compaction can make room for it)."""
+        compacter = self.compacter
+        if compacter is None:
+            return
+        fixed = compacter.fixed_tokens(self.system, self.tool_definitions)
+        needs = compacter.calibrate(fixed + compacter.count(message), 1)
+        room = compacter.context_window - self.max_tokens
+        if needs > room:
+            raise ContextFullError(
+                f"this message needs about {needs:,} tokens with the system prompt and tools, "
+                f"more than the {room:,} the model's {compacter.context_window:,}-token window "
+                "leaves beside the reply: it was not sent — shorten it or send it in parts"
+            )
 
     def _compaction_steps(
         self, *, force: bool, instructions: str | None, emergency: bool = False
@@ -266,7 +306,7 @@ class AgentLoop:
 
     # -- state changes -----------------------------------------------------------------------
 
-    def _repair(self) -> Steps[None]:
+    def _repair(self) -> None:
         """Make the history ready for a new user message after an interrupted or failed turn:
         answer tool calls left pending and close a user message left without a reply, so the
         roles keep alternating (the history itself is kept, never dropped)."""
@@ -274,29 +314,25 @@ class AgentLoop:
             return
         pending = self.messages[-1].tool_use_ids if self.messages[-1].role == "assistant" else []
         if pending:
-            yield from self._append(
-                Message(
-                    "user",
-                    tuple(
-                        {
-                            "type": "tool_result",
-                            "tool_use_id": tool_id,
-                            "content": "interrupted: the tool may have run; its result is unknown",
-                            "is_error": True,
-                        }
-                        for tool_id in pending
-                    ),
-                )
+            unknown = "interrupted: the tool may have run; its result is unknown"
+            answers = tuple(
+                {
+                    "type": "tool_result",
+                    "tool_use_id": tool_id,
+                    "content": unknown,
+                    "is_error": True,
+                }
+                for tool_id in pending
             )
+            self._keep(self._counted(Message("user", answers)))
         if self.messages[-1].role == "user":
-            yield from self._append(
-                Message.assistant("[no reply: the previous turn was interrupted or failed]")
-            )
+            closing = Message.assistant("[no reply: the previous turn was interrupted or failed]")
+            self._keep(self._counted(closing))
 
     def _apply(self, transition: CompactionTransition, *, emergency: bool) -> Steps[None]:
-        """Swap in the compacted history under the child session, saving the child."""
-        if not self._stored:  # a conversation compacted before anything was stored
-            yield from self._create()
+        """Swap in the compacted history under the child session, saving the child (after
+        the parent holds every message it stands for)."""
+        yield from self._flush()
         strategy = transition.summary.strategy + (" (emergency)" if emergency else "")
         yield from perform(SaveTransition(transition, strategy))
         self.messages = list(transition.compacted_messages)
@@ -304,21 +340,34 @@ class AgentLoop:
         self.session_id = transition.new_session_id
         self.events.on_transition(transition)
 
-    def _create(self) -> Steps[None]:
-        yield from perform(
-            CreateSession(self.session_id, self.model_name, self.workspace, self.title)
-        )
-        self._stored = True
-
-    def _append(self, message: Message) -> Steps[None]:
+    def _counted(self, message: Message) -> Message:
         if self.compacter is not None and message.tokens is None:
-            message = message.with_tokens(self.compacter.count(message))
-        if not self._stored:
-            yield from self._create()
-        yield from perform(AppendMessages(self.session_id, (message,)))
+            return message.with_tokens(self.compacter.count(message))
+        return message
+
+    def _keep(self, message: Message) -> None:
+        """Add to the history; the store gets it with the next reply (one transaction)."""
         self.messages.append(message)
+        self._pending.append(message)
         if self._local_sum is not None and self.compacter is not None:
             self._local_sum += self.compacter.count(message)
+
+    def _flush(self) -> Steps[None]:
+        """Store what was kept since the last write, creating the session on its first."""
+        if not self._pending:
+            return
+        if not self._stored:
+            yield from perform(
+                CreateSession(self.session_id, self.model_name, self.workspace, self.title)
+            )
+            self._stored = True
+        pending, self._pending = tuple(self._pending), []
+        yield from perform(AppendMessages(self.session_id, pending))
+
+    def flush(self) -> None:
+        """Store anything kept but not yet written (a turn interrupted by Ctrl-C)."""
+        if self._stored:
+            drive(self._flush(), self.runtime.perform)
 
     def _record_reply(self, response: ModelResponse) -> Steps[None]:
         compacter = self.compacter
@@ -329,8 +378,10 @@ class AgentLoop:
                 self._local_sum = sum(compacter.count(m) for m in self.messages)
             sent = self._local_sum + compacter.fixed_tokens(self.system, self.tool_definitions)
             compacter.record_usage(response.usage.prompt_tokens, sent, len(self.messages))
+        # Stored first, then shown as complete: a reply the user saw is a reply that is kept.
+        self._keep(self._counted(response.to_message()))
+        yield from self._flush()
         self.events.on_reply(response)
-        yield from self._append(response.to_message())
 
     def _request(self) -> ModelRequest:
         # Only what was appended since the last request is checked (the rest was, and is
