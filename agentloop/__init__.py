@@ -28,7 +28,12 @@ if TYPE_CHECKING:
     )
     from agentloop._core.model import AsyncModel, Model, ModelRequest, ModelResponse
     from agentloop._core.prefix import as_messages
-    from agentloop._core.results import CompactionOutcome, CompactionSummary, CompactionTransition
+    from agentloop._core.results import (
+        CompactionOutcome,
+        CompactionPlan,
+        CompactionSummary,
+        CompactionTransition,
+    )
     from agentloop._core.strategies import choose_tail_start, prune_tool_outputs
     from agentloop._core.tool import FunctionTool, Tool, ToolResult
     from agentloop._core.validation import validate_threshold
@@ -50,6 +55,7 @@ _EXPORTS: dict[str, str] = {
     "Calibration": "agentloop._adapters.tokens",
     "CompactionDecision": "agentloop._core.context",
     "CompactionOutcome": "agentloop._core.results",
+    "CompactionPlan": "agentloop._core.results",
     "CompactionSettings": "agentloop._core.compacter",
     "CompactionSummary": "agentloop._core.results",
     "CompactionTransition": "agentloop._core.results",
@@ -110,6 +116,7 @@ __all__ = [
     "Calibration",
     "CompactionDecision",
     "CompactionOutcome",
+    "CompactionPlan",
     "CompactionSettings",
     "CompactionSummary",
     "CompactionTransition",
@@ -138,9 +145,9 @@ __all__ = [
     "Usage",
     "__version__",
     "as_messages",
-    "message_from_response",
     "choose_tail_start",
     "is_safe_boundary",
+    "message_from_response",
     "prune_tool_outputs",
     "to_params",
     "validate_messages",

@@ -877,3 +877,45 @@ def test_a_compacter_without_a_model_warns_that_it_writes_digests() -> None:
         ConversationCompacter(
             model_name="m", context_window=10_000, model=FunctionModel(echo_facts)
         )
+
+
+# -- the preview ----------------------------------------------------------------------------
+
+
+def test_plan_previews_without_a_model_call_or_a_write() -> None:
+    model = FunctionModel(echo_facts)
+    state_reads: list[int] = []
+
+    def state() -> str:
+        state_reads.append(1)
+        return "## Phase\nfixing the parser"
+
+    c = compacter(
+        window=6_000,
+        model=model,
+        settings=CompactionSettings(strategy="summarize"),
+        hooks=[PreservedStateHook("phase", state)],
+    )
+    history = small_history(10)
+    plan = c.plan(history)
+
+    assert model.requests == []  # no model call
+    assert plan.decision.compact
+    assert plan.strategy == "summarize"
+    assert plan.summarized_messages + plan.verbatim_messages == len(history)
+    assert plan.summarized_messages > 0 and plan.verbatim_messages > 0
+    assert plan.summarized_tokens > plan.verbatim_tokens > 0
+    assert plan.preserved_state == "## Phase\nfixing the parser"
+    assert 0 < plan.expected_tokens_after < plan.decision.usage.tokens
+
+    # The real compaction then does what the plan said, and lands within its estimate.
+    transition = c.compact_and_transition("s", history, force=True)
+    assert transition is not None
+    assert len(transition.compacted_messages) - 1 == plan.verbatim_messages
+    assert transition.summary.tokens_after <= plan.expected_tokens_after
+
+
+def test_plan_says_why_nothing_would_be_compacted() -> None:
+    plan = compacter(model=FunctionModel(echo_facts)).plan([Message.user("hi")])
+    assert plan.strategy == "none"
+    assert "nothing worth compacting" in plan.note

@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 AGENTLOOP_API = {
     "AgentLoop", "AgentloopError", "AnthropicModel", "AsyncModel", "Calibration",
-    "CompactionDecision", "CompactionOutcome", "CompactionSettings", "CompactionSummary",
+    "CompactionDecision", "CompactionOutcome", "CompactionPlan", "CompactionSettings", "CompactionSummary",
     "CompactionTransition", "ConfigurationError", "ContextFullError", "ContextUsage",
     "ContextWindowResolver", "ConversationCompacter", "FunctionTool", "LoopEvents", "Message",
     "MessageParam", "MessageValidationError", "Model", "ModelError", "ModelLimits",

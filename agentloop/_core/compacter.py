@@ -43,7 +43,12 @@ from agentloop._core.messages import (
 )
 from agentloop._core.model import AsyncModel, Model, ModelRequest
 from agentloop._core.prefix import as_message
-from agentloop._core.results import CompactionOutcome, CompactionSummary, CompactionTransition
+from agentloop._core.results import (
+    CompactionOutcome,
+    CompactionPlan,
+    CompactionSummary,
+    CompactionTransition,
+)
 from agentloop._core.settings import STRATEGIES, CompactionSettings, StrategyName
 from agentloop._core.strategies import (
     assemble,
@@ -214,6 +219,19 @@ class CompactionCore:
         )
 
     # -- compacting --------------------------------------------------------------------------
+
+    def plan_steps(
+        self,
+        messages: Sequence[Message | Mapping[str, Any]],
+        *,
+        system: str = "",
+        tools: Sequence[dict[str, Any]] = (),
+        force: bool = True,
+    ) -> Steps[CompactionPlan]:
+        """What a compaction would do now (the preview: no model call, nothing written)."""
+        from agentloop._core.plan import plan_steps
+
+        return plan_steps(self, self.messages_of(messages), system=system, tools=tools, force=force)
 
     def steps(
         self,

@@ -73,3 +73,32 @@ class CompactionOutcome(BaseModel):
                 f"{summary.compacted_message_count} messages"
             )
         return self.skipped or self.decision.reason
+
+
+class CompactionPlan(BaseModel):
+    """What a compaction would do now, worked out without a model call and without writing
+    (``/compact --dry-run``). Token figures are calibrated local estimates."""
+
+    model_config = ConfigDict(frozen=True)
+
+    decision: CompactionDecision
+    strategy: str
+    """What would run: ``prune``, ``summarize``, ``digest``, ``sliding_window`` or ``none``."""
+    summarized_messages: int = 0
+    summarized_tokens: int = 0
+    """The messages the summary (or the sliding window's note) would replace, and their size."""
+    pruned_messages: int = 0
+    pruned_tokens: int = 0
+    """Messages whose old tool outputs, inputs or media would become markers, and the saving."""
+    verbatim_messages: int = 0
+    verbatim_tokens: int = 0
+    """The recent tail kept word for word."""
+    pinned_messages: int = 0
+    request_carried: bool = False
+    """Whether the latest request would be carried in the prefix (it is in the replaced part)."""
+    preserved_state: str = ""
+    warnings: list[str] = []
+    expected_tokens_after: int = 0
+    """About what the next request would hold (the summary's size is its upper bound)."""
+    note: str = ""
+    """Why nothing would be compacted, when nothing would."""

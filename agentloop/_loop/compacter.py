@@ -17,7 +17,7 @@ from agentloop._core.context import Calibrator, TokenCounter
 from agentloop._core.hooks import PreservedStateHook
 from agentloop._core.messages import Message
 from agentloop._core.model import AsyncModel, Model
-from agentloop._core.results import CompactionTransition
+from agentloop._core.results import CompactionPlan, CompactionTransition
 from agentloop._core.validation import DEFAULT_MAX_TOKENS
 from agentloop._loop.drive import Runtime, adrive, drive
 
@@ -78,6 +78,20 @@ class ConversationCompacter(CompactionCore):
     def model(self) -> Model | AsyncModel | None:
         """The summarizer model (None: deterministic digests)."""
         return self.summarizer
+
+    def plan(
+        self,
+        messages: Sequence[Message | Mapping[str, Any]],
+        *,
+        system: str = "",
+        tools: Sequence[dict[str, Any]] = (),
+        force: bool = True,
+    ) -> CompactionPlan:
+        """What compacting now would do — which messages would be summarized, pruned or kept
+        verbatim, the preserved state, the expected size — without a model call or a write.
+        ``force`` (the default) previews a compaction asked for; False, an automatic one."""
+        steps = self.plan_steps(messages, system=system, tools=tools, force=force)
+        return drive(steps, self.runtime.perform)
 
     def compact_and_transition(
         self,
