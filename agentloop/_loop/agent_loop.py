@@ -100,12 +100,17 @@ class AgentLoop:
         max_tokens: int = DEFAULT_MAX_TOKENS,
         max_tool_rounds: int = 100,
         events: LoopEvents | None = None,
+        context_tools: bool = False,
     ) -> None:
         self.model = model
         self.model_name = model_name
         self.compacter = compacter
         self.store = store
         self.system = system
+        if context_tools:  # the model sees its own context and may ask for a compaction
+            from agentloop._loop.context_tools import context_tools as bound_tools
+
+            tools = [*tools, *bound_tools(self)]
         self.tools = {tool.name: tool for tool in tools}
         self.tool_definitions = [tool_definition(tool) for tool in tools]
         self.max_tokens = max_tokens
@@ -114,6 +119,10 @@ class AgentLoop:
         self.messages: list[Message] = list(messages)
         self._validator = MessageValidator()
         self._local_sum: int | None = None
+        self.last_transition: CompactionTransition | None = None
+        """The newest compaction of this conversation (in this process)."""
+        self._requested: tuple[str | None] | None = None
+        """A compaction the model asked for (its instructions), run at the next safe boundary."""
         self._pending: list[Message] = []
         """Kept in memory, not yet stored: written with the next reply, in one transaction."""
         """Local estimate of ``self.messages``, kept as messages come and go (None: not yet)."""
@@ -164,6 +173,10 @@ class AgentLoop:
         steps = self._compaction_steps(force=True, instructions=instructions)
         return await adrive(steps, self.runtime.aperform)
 
+    def request_compaction(self, instructions: str | None = None) -> None:
+        """Compact at the next safe boundary (the ``compact_context`` tool calls this)."""
+        self._requested = (instructions,)
+
     def context(self) -> CompactionDecision | None:
         """The current usage and what the compacter would decide (for ``/context``)."""
         if self.compacter is None:
@@ -194,7 +207,10 @@ class AgentLoop:
         result = TurnResult(text="", session_id=self.session_id)
         emergency_used = retried = False
         for _round in range(self.max_tool_rounds):
-            outcome = yield from self._compaction_steps(force=False, instructions=None)
+            requested, self._requested = self._requested, None
+            outcome = yield from self._compaction_steps(
+                force=requested is not None, instructions=requested[0] if requested else None
+            )
             if outcome is not None and outcome.transition is not None:
                 result.transitions.append(outcome.transition)
             request = self._request()
@@ -338,6 +354,7 @@ class AgentLoop:
         self.messages = list(transition.compacted_messages)
         self._local_sum = None
         self.session_id = transition.new_session_id
+        self.last_transition = transition
         self.events.on_transition(transition)
 
     def _counted(self, message: Message) -> Message:
