@@ -826,7 +826,7 @@ def test_three_compactions_through_dicts_keep_one_summary_prefix() -> None:
 
 def test_usage_can_be_passed_in_plain_dicts() -> None:
     c = compacter(window=100_000)
-    history = [
+    history: list[dict[str, Any]] = [
         {"role": "user", "content": "hello"},
         {
             "role": "assistant",

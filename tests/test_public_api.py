@@ -17,14 +17,14 @@ ROOT = Path(__file__).resolve().parent.parent
 
 AGENTLOOP_API = {
     "AgentLoop", "AgentloopError", "AnthropicModel", "AsyncModel", "Calibration",
-    "CompactionDecision", "CompactionOutcome", "CompactionPlan", "CompactionSettings", "CompactionSummary",
-    "CompactionTransition", "ConfigurationError", "ContextFullError", "ContextUsage",
-    "ContextWindowResolver", "ConversationCompacter", "FunctionTool", "LoopEvents", "Message",
-    "MessageParam", "MessageValidationError", "Model", "ModelError", "ModelLimits",
-    "ModelRequest", "ModelResponse", "PreservedStateHook", "PromptTooLongError", "SummaryInfo",
-    "TokenEstimator", "Tool", "ToolResult", "TurnResult", "Usage", "__version__",
-    "as_messages", "message_from_response", "choose_tail_start", "is_safe_boundary", "prune_tool_outputs",
-    "to_params", "validate_messages", "validate_threshold",
+    "CompactionDecision", "CompactionOutcome", "CompactionPlan", "CompactionSettings",
+    "CompactionSummary", "CompactionTransition", "ConfigurationError", "ContextFullError",
+    "ContextUsage", "ContextWindowResolver", "ConversationCompacter", "FunctionTool",
+    "LoopEvents", "Message", "MessageParam", "MessageValidationError", "Model", "ModelError",
+    "ModelLimits", "ModelRequest", "ModelResponse", "PreservedStateHook", "PromptTooLongError",
+    "SummaryInfo", "TokenEstimator", "Tool", "ToolResult", "TurnResult", "Usage", "__version__",
+    "as_messages", "choose_tail_start", "is_safe_boundary", "message_from_response",
+    "prune_tool_outputs", "to_params", "validate_messages", "validate_threshold",
 }  # fmt: skip
 
 SESSIONS_API = {

@@ -45,7 +45,6 @@ from agentloop._core.model import AsyncModel, Model, ModelRequest
 from agentloop._core.prefix import as_message
 from agentloop._core.results import (
     CompactionOutcome,
-    CompactionPlan,
     CompactionSummary,
     CompactionTransition,
 )
@@ -219,19 +218,6 @@ class CompactionCore:
         )
 
     # -- compacting --------------------------------------------------------------------------
-
-    def plan_steps(
-        self,
-        messages: Sequence[Message | Mapping[str, Any]],
-        *,
-        system: str = "",
-        tools: Sequence[dict[str, Any]] = (),
-        force: bool = True,
-    ) -> Steps[CompactionPlan]:
-        """What a compaction would do now (the preview: no model call, nothing written)."""
-        from agentloop._core.plan import plan_steps
-
-        return plan_steps(self, self.messages_of(messages), system=system, tools=tools, force=force)
 
     def steps(
         self,

@@ -10,16 +10,36 @@ from __future__ import annotations
 import re
 from typing import Any
 
-SALIENT = re.compile(
-    r"(?i)\b(error|exception|traceback|failed|failure|fatal|panic|warning|denied|refused"
-    r"|not found|no such|cannot|can't|undefined|timed? ?out|assert\w*|errno|segfault)\b"
-    r"|\S+\.[A-Za-z][A-Za-z0-9]{0,5}:\d+"  # path.py:88 or file.ts:12:5
-    r'|File "[^"]+", line \d+'  # Python stack frames
-    r"|\bat \S+ \(\S+:\d+"  # JavaScript / Java stack frames
+# Lines worth keeping from the middle of a long output, most telling first: the error itself
+# (pytest's "E   ..." lines, "SomeError: ...", a traceback's start), then where it happened
+# (stack frames, path:line), then anything that merely sounds like trouble.
+_ERROR = re.compile(
+    r"^E\s|^\s*Traceback \(most recent call last\)|\b\w*(Error|Exception|Exit)\b:"
+    r"|\b(FAILED|FAIL|ERROR|FATAL|panic(ked)?)\b|\berror(\[\w+\])?:"
 )
-"""A line worth keeping from the middle of a long output."""
+_LOCATION = re.compile(
+    r'File "[^"]+", line \d+'  # Python stack frames
+    r"|\bat \S+ \(\S+:\d+"  # JavaScript / Java stack frames
+    r"|\S+\.[A-Za-z][A-Za-z0-9]{0,5}:\d+"  # path.py:88 or file.ts:12:5
+)
+_TROUBLE = re.compile(
+    r"\b(exception|failed|failure|warning|denied|refused|not found|no such|cannot|can't"
+    r"|undefined|timed? ?out|assert\w*|errno|segfault)\b",
+    re.IGNORECASE,
+)
+
 MAX_LINE = 300
 """Kept lines are cut to this many characters (a minified line must not eat the budget)."""
+
+
+def _rank(line: str) -> int | None:
+    if _ERROR.search(line):
+        return 0
+    if _LOCATION.search(line):
+        return 1
+    if _TROUBLE.search(line):
+        return 2
+    return None
 
 
 def omitted(count: int) -> str:
@@ -38,14 +58,18 @@ def shorten(text: str, limit: int) -> str:
     tail_len = int(limit * 0.25)
     middle = text[head_len : len(text) - tail_len]
     budget = limit - head_len - tail_len
-    kept: list[str] = []
-    for line in middle.splitlines():
-        if budget <= 0:
-            break
-        if SALIENT.search(line):
-            line = line.strip()[:MAX_LINE]
-            kept.append(line)
-            budget -= len(line) + 1
+    ranked = [
+        (rank, index, line.strip()[:MAX_LINE])
+        for index, line in enumerate(middle.splitlines())
+        if (rank := _rank(line)) is not None
+    ]
+    chosen: list[tuple[int, str]] = []
+    for _, index, line in sorted(ranked):  # the most telling lines first, then in order
+        if len(line) + 1 > budget:
+            continue
+        chosen.append((index, line))
+        budget -= len(line) + 1
+    kept = [line for _, line in sorted(chosen)]
     if not kept:
         head_len = int(limit * 0.7)
         tail_len = limit - head_len

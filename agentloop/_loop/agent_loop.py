@@ -285,12 +285,11 @@ class AgentLoop:
             return
         fixed = compacter.fixed_tokens(self.system, self.tool_definitions)
         needs = compacter.calibrate(fixed + compacter.count(message), 1)
-        room = compacter.context_window - self.max_tokens
-        if needs > room:
+        if needs > compacter.context_window:
             raise ContextFullError(
                 f"this message needs about {needs:,} tokens with the system prompt and tools, "
-                f"more than the {room:,} the model's {compacter.context_window:,}-token window "
-                "leaves beside the reply: it was not sent — shorten it or send it in parts"
+                f"more than the model's {compacter.context_window:,}-token window: it was not "
+                "sent — shorten it or send it in parts"
             )
 
     def _compaction_steps(

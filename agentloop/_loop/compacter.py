@@ -17,6 +17,7 @@ from agentloop._core.context import Calibrator, TokenCounter
 from agentloop._core.hooks import PreservedStateHook
 from agentloop._core.messages import Message
 from agentloop._core.model import AsyncModel, Model
+from agentloop._core.plan import plan_steps
 from agentloop._core.results import CompactionPlan, CompactionTransition
 from agentloop._core.validation import DEFAULT_MAX_TOKENS
 from agentloop._loop.drive import Runtime, adrive, drive
@@ -90,7 +91,8 @@ class ConversationCompacter(CompactionCore):
         """What compacting now would do — which messages would be summarized, pruned or kept
         verbatim, the preserved state, the expected size — without a model call or a write.
         ``force`` (the default) previews a compaction asked for; False, an automatic one."""
-        steps = self.plan_steps(messages, system=system, tools=tools, force=force)
+        msgs = self.messages_of(messages)
+        steps = plan_steps(self, msgs, system=system, tools=tools, force=force)
         return drive(steps, self.runtime.perform)
 
     def compact_and_transition(

@@ -10,12 +10,27 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
+from agentloop._core.context import CompactionDecision
+from agentloop._core.results import CompactionTransition
 from agentloop._core.tool import ToolResult
+from agentloop._loop.compacter import ConversationCompacter
 
-if TYPE_CHECKING:
-    from agentloop._loop.agent_loop import AgentLoop
+
+class ContextOwner(Protocol):
+    """What the tools need of the loop (``AgentLoop`` is one)."""
+
+    @property
+    def compacter(self) -> ConversationCompacter | None: ...
+
+    @property
+    def last_transition(self) -> CompactionTransition | None: ...
+
+    def context(self) -> CompactionDecision | None: ...
+
+    def request_compaction(self, instructions: str | None = None) -> None: ...
+
 
 STATUS_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
 COMPACT_SCHEMA: dict[str, Any] = {
@@ -33,7 +48,7 @@ COMPACT_SCHEMA: dict[str, Any] = {
 class ContextStatusTool:
     """Reports the context usage to the model."""
 
-    loop: AgentLoop
+    loop: ContextOwner
     name: str = "context_status"
     description: str = (
         "How full your context window is: tokens used, the window, where automatic compaction "
@@ -72,7 +87,7 @@ class ContextStatusTool:
 class CompactContextTool:
     """Lets the model ask for a compaction at the next safe boundary."""
 
-    loop: AgentLoop
+    loop: ContextOwner
     name: str = "compact_context"
     description: str = (
         "Ask for your conversation to be compacted (summarized) at the next safe point, after "
@@ -92,6 +107,6 @@ class CompactContextTool:
         )
 
 
-def context_tools(loop: AgentLoop) -> list[ContextStatusTool | CompactContextTool]:
+def context_tools(loop: ContextOwner) -> list[ContextStatusTool | CompactContextTool]:
     """Both tools, bound to ``loop``."""
     return [ContextStatusTool(loop), CompactContextTool(loop)]
