@@ -1,0 +1,73 @@
+"""A small Messages-API server of our own on 127.0.0.1, for driving the real ``anthropic`` SDK.
+
+Tests script its replies (a queue of :class:`Reply` / :class:`ErrorReply` and/or a handler
+callable), point the SDK at ``server.base_url`` and afterwards inspect ``server.requests`` and
+assert ``server.violations == []``. Every ``POST /v1/messages`` (and ``count_tokens``) is checked
+against the API's conversation rules by :func:`check_request`, written independently of
+agentloop's own validator so that it can catch agentloop's mistakes; a violating request is
+answered with a 400 ``invalid_request_error`` as the API would.
+
+Reported ``input_tokens`` are counted from the content (:mod:`fake_api.counting`): text and JSON
+with tiktoken times ``token_factor``, a fixed ``message_overhead`` per message, images by their
+pixels and PDFs by their pages (``media_costs``). ``POST /v1/messages/count_tokens`` answers the
+very figure a ``/v1/messages`` call with the same body reports as input plus cache tokens.
+
+Modules: ``replies`` (reply specs), ``rules`` (:func:`check_request`), ``media`` (image and PDF
+headers), ``counting`` (token costs), ``server`` (:class:`FakeAnthropicServer`). Standard library
+only (plus tiktoken for counting); the SDK is imported only by the convenience
+:meth:`FakeAnthropicServer.client` / :meth:`FakeAnthropicServer.async_client`.
+``tests/fake_anthropic.py`` re-exports all of this and holds the ``fake_api`` pytest fixture.
+"""
+
+from fake_api.counting import PDF_PAGE_TOKENS, MediaPrices, text_tokens
+from fake_api.media import IMAGE_TOKEN_CAP, ImageInfo, image_tokens, pdf_pages, sniff_image
+from fake_api.replies import (
+    ANTHROPIC_VERSION,
+    TEST_API_KEY,
+    ErrorReply,
+    Handler,
+    Reply,
+    ReplySpec,
+    ToolCall,
+    api_error,
+    invalid_request,
+    overloaded,
+    prompt_too_long,
+    rate_limited,
+    text_reply,
+    tool_reply,
+    unauthorized,
+)
+from fake_api.rules import check_request
+from fake_api.server import DEFAULT_MODELS, FakeAnthropicServer, ModelSpec, RecordedRequest
+
+__all__ = [
+    "ANTHROPIC_VERSION",
+    "DEFAULT_MODELS",
+    "IMAGE_TOKEN_CAP",
+    "PDF_PAGE_TOKENS",
+    "TEST_API_KEY",
+    "ErrorReply",
+    "FakeAnthropicServer",
+    "Handler",
+    "ImageInfo",
+    "MediaPrices",
+    "ModelSpec",
+    "RecordedRequest",
+    "Reply",
+    "ReplySpec",
+    "ToolCall",
+    "api_error",
+    "check_request",
+    "image_tokens",
+    "invalid_request",
+    "overloaded",
+    "pdf_pages",
+    "prompt_too_long",
+    "rate_limited",
+    "sniff_image",
+    "text_reply",
+    "text_tokens",
+    "tool_reply",
+    "unauthorized",
+]
