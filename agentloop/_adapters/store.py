@@ -99,3 +99,18 @@ def perform_store_effect(
             summary=summary.summary,
             child_id=transition.new_session_id,
         )
+
+
+def fork_session(store: SessionStore, session_id: str) -> str:
+    """A new branch of the lineage that continues from ``session_id`` as it is: a child holding
+    a copy of its messages. ``session_id`` and its other children stay as they are (to undo a
+    compaction, fork the uncompacted parent). Returns the new session's id."""
+    source = store.get_session(session_id)
+    messages = store.get_messages(source.id)
+    child = store.transition(
+        source.id,
+        messages=[message.to_new() for message in messages],
+        strategy="fork",
+        messages_before=len(messages),
+    )
+    return child.id
