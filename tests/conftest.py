@@ -22,6 +22,8 @@ def _isolated_home(
     """No test ever touches the user's real data directory or a real API key."""
     home = tmp_path_factory.mktemp("agentloop-home")
     monkeypatch.setenv("AGENTLOOP_HOME", str(home))
+    # The user's own instruction files (AGENTS.md ...) are never read by a test.
+    monkeypatch.setenv("AGENTLOOP_CONFIG_DIR", str(home / "config"))
     # The SDK finds credentials in many places (key, token, profile, config dir under HOME).
     for name in list(os.environ):
         if name.startswith("ANTHROPIC_"):

@@ -6,7 +6,7 @@ from typing import Any
 
 from agentloop._core.effects import AppendMessages, CreateSession, SaveTransition
 from agentloop._core.messages import Message, MessageParam, SummaryInfo, Usage
-from sessions import NewMessage, SessionStore, StoredMessage
+from sessions import Lease, NewMessage, SessionStore, StoredMessage
 
 
 def _summary_to_dict(info: SummaryInfo) -> dict[str, Any]:
@@ -74,9 +74,17 @@ def from_record(record: StoredMessage) -> Message:
 
 
 def perform_store_effect(
-    store: SessionStore, effect: CreateSession | AppendMessages | SaveTransition
-) -> None:
-    """Carry out one store effect of the core (the only place that maps them to store calls)."""
+    store: SessionStore,
+    effect: CreateSession | AppendMessages | SaveTransition,
+    *,
+    lease: Lease | None = None,
+    lease_owner: str | None = None,
+) -> Lease | None:
+    """Carry out one store effect of the core (the only place that maps them to store calls).
+
+    Writes carry ``lease`` (one writer per session: the store refuses another's). A session
+    created here is leased to ``lease_owner`` when one is given. Returns the lease to use next.
+    """
     if isinstance(effect, CreateSession):
         store.create_session(
             session_id=effect.session_id,
@@ -84,8 +92,12 @@ def perform_store_effect(
             workspace=effect.workspace,
             title=effect.title,
         )
+        if lease_owner is not None:
+            return store.acquire_lease(effect.session_id, owner=lease_owner)
     elif isinstance(effect, AppendMessages):
-        store.append_messages(effect.session_id, [to_record(m) for m in effect.messages])
+        store.append_messages(
+            effect.session_id, [to_record(m) for m in effect.messages], lease=lease
+        )
     else:
         transition = effect.transition
         summary = transition.summary
@@ -98,7 +110,9 @@ def perform_store_effect(
             tokens_after=summary.tokens_after,
             summary=summary.summary,
             child_id=transition.new_session_id,
+            lease=lease,  # the same lease holds the child from now on
         )
+    return lease
 
 
 def fork_session(store: SessionStore, session_id: str) -> str:

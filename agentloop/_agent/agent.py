@@ -1,4 +1,11 @@
-"""The coding agent: AgentLoop + workspace tools + todo state preserved through compaction."""
+"""The coding agent: AgentLoop + workspace tools + what must survive a compaction.
+
+What survives: the project's instruction files (in the system prompt, which is never
+summarized), the todo list and the recent tool calls (preserved-state hooks), and the current
+contents of the files the agent touched most recently (the :mod:`.recent_files` hook). The
+tracked files, what was restored and the calibration live in the session metadata, so a
+resumed session behaves the same.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +13,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from agentloop._agent.instructions import load_instructions, user_config_dir
+from agentloop._agent.recent_files import (
+    DEFAULT_RESTORE_FILES,
+    DEFAULT_RESTORE_FRACTION,
+    FileRestorer,
+    RecentFiles,
+    RestoreReport,
+)
+from agentloop._agent.workspace import Workspace
 from agentloop._core.compacter import CompactionSettings
 from agentloop._core.context import CompactionDecision
 from agentloop._core.hooks import PreservedStateHook
@@ -37,14 +53,20 @@ test passes unless you ran it.
 - Be brief in what you write to the user: what you did, what you found, what is left.
 
 Long conversations are compacted automatically: earlier messages may be replaced by a \
-structured summary, with the todo list and recent tool calls preserved. Trust the summary and \
-the preserved state, and re-read files when you need exact contents.
+structured summary, with the todo list, recent tool calls and the current contents of the \
+files you touched most recently preserved. Trust the summary and the preserved state, and \
+re-read other files when you need exact contents.
 """
 
+DEFAULT_INSTRUCTIONS_FRACTION = 0.10
+"""The default instruction budget: this fraction of the context window."""
 
-def system_prompt(workspace: Path) -> str:
-    """Byte-stable for a workspace (no dates or counters), so prompt caching keeps working."""
-    return SYSTEM_PROMPT.format(workspace=workspace)
+
+def system_prompt(workspace: Path, instructions: str = "") -> str:
+    """Byte-stable for a workspace and its instruction files (no dates or counters), so prompt
+    caching keeps working."""
+    base = SYSTEM_PROMPT.format(workspace=workspace)
+    return f"{base}\n{instructions}\n" if instructions else base
 
 
 class _AgentEvents(LoopEvents):
@@ -64,6 +86,7 @@ class _AgentEvents(LoopEvents):
         self.ui.on_compaction_start(decision)
 
     def on_transition(self, transition: CompactionTransition) -> None:
+        self.agent.restored = self.agent.restorer.last
         self.ui.on_transition(transition)
 
     def on_compaction_skipped(self, reason: str) -> None:
@@ -74,6 +97,7 @@ class _AgentEvents(LoopEvents):
 
     def on_tool_result(self, name: str, tool_input: dict[str, Any], result: ToolResult) -> None:
         self.agent.history.record(name, tool_input, is_error=result.is_error)
+        self.agent.recent_files.record(name, tool_input, is_error=result.is_error)
         self.ui.on_tool_result(name, tool_input, result)
 
     def on_reply(self, response: ModelResponse) -> None:
@@ -98,14 +122,26 @@ class CodingAgent:
         events: LoopEvents | None = None,
         resume_id: str | None = None,
         max_tokens: int = DEFAULT_MAX_TOKENS,
+        instructions_budget_tokens: int | None = None,
+        restore_budget_tokens: int | None = None,
+        restore_files: int = DEFAULT_RESTORE_FILES,
+        config_dir: Path | None = None,
     ) -> None:
+        """``instructions_budget_tokens`` caps the instruction files (default 10 % of the
+        window), ``restore_budget_tokens`` the files brought back after a compaction (default
+        5 %), ``restore_files`` their number; 0 turns either off. ``config_dir`` holds the
+        user's instruction files (default: :func:`user_config_dir`)."""
         from agentloop._adapters.tokens import Calibration
         from agentloop._agent.tools import TodoList, ToolHistory, coding_tools
 
         self.store = store
         self.workspace = workspace
+        space = Workspace(workspace)
         self.todos = TodoList()
         self.history = ToolHistory()
+        self.recent_files = RecentFiles(space)
+        self.restored: RestoreReport | None = None
+        """What the last compaction of this session brought back (None: none yet)."""
         messages: list[Message] = []
         calibration = Calibration()
         if resume_id is not None:
@@ -120,9 +156,24 @@ class CodingAgent:
                 self.history = ToolHistory.from_dict(saved["tool_history"])
             if isinstance(saved.get("calibration"), dict):
                 calibration = Calibration.from_dict(saved["calibration"])
+            if isinstance(saved.get("recent_files"), dict):
+                self.recent_files = RecentFiles.from_dict(saved["recent_files"], space)
+            if isinstance(saved.get("restored_files"), dict):
+                self.restored = RestoreReport.from_dict(saved["restored_files"])
+        if restore_budget_tokens is None:
+            restore_budget_tokens = int(context_window * DEFAULT_RESTORE_FRACTION)
+        self.restorer = FileRestorer(
+            space,
+            self.recent_files,
+            budget_tokens=restore_budget_tokens,
+            count=restore_files,
+            count_tokens=self._count_tokens,
+            exclude=self._instruction_paths,
+        )
         hooks = [
             PreservedStateHook("todos", self.todos.render_markdown),
             PreservedStateHook("recent tools", self.history.render_markdown),
+            self.restorer.hook(),
         ]
         reply_tokens = min(max_tokens, max_output_tokens)
         self.compacter = ConversationCompacter(
@@ -135,7 +186,15 @@ class CodingAgent:
             hooks=hooks,
             window_source=window_source,
         )
-        tools = coding_tools(workspace, approve=approve, todos=self.todos)
+        if instructions_budget_tokens is None:
+            instructions_budget_tokens = int(context_window * DEFAULT_INSTRUCTIONS_FRACTION)
+        self.instructions = load_instructions(
+            space,
+            config_dir=config_dir if config_dir is not None else user_config_dir(),
+            budget_tokens=instructions_budget_tokens,
+            count_tokens=self._count_tokens,
+        )
+        tools = coding_tools(space, approve=approve, todos=self.todos)
         self.loop = AgentLoop(
             model=model,
             model_name=model_name,
@@ -144,7 +203,7 @@ class CodingAgent:
             session_id=resume_id,
             workspace=str(workspace),
             messages=messages,
-            system=system_prompt(workspace),
+            system=system_prompt(workspace, self.instructions.render()),
             tools=tools,
             max_tokens=reply_tokens,
             events=_AgentEvents(self, events or LoopEvents()),
@@ -153,6 +212,33 @@ class CodingAgent:
     @property
     def session_id(self) -> str:
         return self.loop.session_id
+
+    def _count_tokens(self, text: str) -> int:
+        """Tokens of ``text`` as the compacter measures the system prompt (calibrated)."""
+        return self.compacter.calibrate(self.compacter.counter.count_system(text))
+
+    def _instruction_paths(self) -> list[str]:
+        return [f.label for f in self.instructions.files if f.scope == "project"]
+
+    def context_notes(self) -> list[str]:
+        """Lines for ``/context``: the instruction files and their cost, what the last
+        compaction brought back, and the warnings."""
+        notes = [self.instructions.summary_line()]
+        notes += [f"Instructions: warning: {w}" for w in self.instructions.warnings]
+        budget = self.restorer.budget_tokens
+        if budget <= 0 or self.restorer.count <= 0:
+            notes.append("Files restored after compaction: off")
+        elif self.restored is not None:
+            done = self.restored
+            listed = ", ".join(done.restored) if done.restored else "none"
+            notes.append(
+                f"Files restored after the last compaction: {listed} "
+                f"({done.tokens:,} of {done.budget_tokens:,} tokens)"
+            )
+            if done.skipped:
+                left_out = ", ".join(f"{path} ({why})" for path, why in done.skipped)
+                notes.append(f"Not restored after the last compaction: {left_out}")
+        return notes
 
     def run_turn(self, text: str) -> TurnResult:
         if not self.loop.saved:
@@ -170,14 +256,19 @@ class CodingAgent:
             self.save_state()
 
     def save_state(self) -> None:
-        """Todos, tool history and calibration live in session metadata, so resume restores them."""
+        """Todos, tool history, recent files, instructions and calibration live in session
+        metadata, so resume restores them."""
         if not self.loop.saved:
             return  # nothing was said yet: no session to keep
         calibration = self.compacter.calibration
         metadata: dict[str, Any] = {
             "todos": self.todos.to_dict(),
             "tool_history": self.history.to_dict(),
+            "recent_files": self.recent_files.to_dict(),
+            "instructions": self.instructions.to_dict(),
         }
+        if self.restored is not None:
+            metadata["restored_files"] = self.restored.to_dict()
         if calibration is not None:
             metadata["calibration"] = calibration.to_dict()
         self.store.update_session(self.loop.session_id, metadata=metadata)

@@ -1,5 +1,6 @@
-"""What every coding tool shares: the base class that turns failures into error results, the
-input checks, and reading text files line by line without trusting their size."""
+"""What every coding tool shares: the base class that turns failures into error results (and
+makes every result safe to store and send: no lone surrogates, no secret values), the input
+checks, and reading text files line by line without trusting their size."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any
 
-from agentloop._agent.workspace import WorkspaceError
+from agentloop._agent.secrets import redact
+from agentloop._agent.workspace import WorkspaceError, display_path
 from agentloop._core.tool import ToolResult
 from agentloop._errors import AgentloopError
 
@@ -20,11 +22,13 @@ __all__ = [
     "ToolStateError",
     "decode_line",
     "is_binary",
+    "is_binary_data",
     "iter_lines",
     "optional_bool",
     "optional_int",
     "optional_str",
     "required_str",
+    "safe_result",
 ]
 
 BINARY_SNIFF_BYTES = 8192
@@ -51,6 +55,9 @@ class CodingTool(abc.ABC):
         self.input_schema = json.loads(json.dumps(input_schema))  # a private deep copy
 
     def run(self, tool_input: Mapping[str, Any]) -> ToolResult:
+        return safe_result(self._guarded(tool_input))
+
+    def _guarded(self, tool_input: Mapping[str, Any]) -> ToolResult:
         try:
             if not isinstance(tool_input, Mapping):
                 raise InputError("tool input must be a JSON object")
@@ -65,6 +72,14 @@ class CodingTool(abc.ABC):
     @abc.abstractmethod
     def _run(self, tool_input: Mapping[str, Any]) -> ToolResult:
         """The tool's work; raise ``InputError`` for bad input."""
+
+
+def safe_result(result: ToolResult) -> ToolResult:
+    """``result`` fit to store and send: file-name bytes that are not UTF-8 shown as ``\\xNN``
+    (a lone surrogate cannot be encoded, so it would crash the store), and the values of secret
+    environment variables redacted."""
+    content = redact(display_path(result.content))
+    return result if content == result.content else ToolResult(content, result.is_error)
 
 
 def _describe_os_error(error: OSError) -> str:
@@ -118,10 +133,15 @@ def optional_int(tool_input: Mapping[str, Any], key: str, default: int, *, minim
     return value
 
 
+def is_binary_data(head: bytes) -> bool:
+    """Whether a file's first bytes hold a NUL, the usual sign of a binary file."""
+    return b"\x00" in head[:BINARY_SNIFF_BYTES]
+
+
 def is_binary(path: Path) -> bool:
     """Whether the file's first bytes hold a NUL, the usual sign of a binary file."""
     with path.open("rb") as handle:
-        return b"\x00" in handle.read(BINARY_SNIFF_BYTES)
+        return is_binary_data(handle.read(BINARY_SNIFF_BYTES))
 
 
 def iter_lines(handle: IO[bytes], max_bytes: int) -> Iterator[tuple[bytes, bool]]:

@@ -1,15 +1,31 @@
-"""The file tools: read_file, write_file and edit_file, confined to the workspace."""
+"""The file tools: read_file, write_file and edit_file, confined to the workspace.
+
+Every file is opened through :meth:`Workspace.open_resolved` (a walk from the workspace root
+that follows no symlink), and what is checked afterwards is checked on the open descriptor, so
+nothing can be swapped between the check and the use. Only regular files are read or written:
+a FIFO, socket or device is refused at once instead of blocking the agent.
+
+Hard links: a file with more than one link is never written through (write_file and edit_file
+refuse it and say so), because the other name may be outside the workspace and would change
+too. Reading one is allowed: its name is inside the workspace, whoever made the link chose to
+put its content there, and package managers (pnpm, conda, Nix) fill projects with hard links
+that the agent must be able to read.
+"""
 
 from __future__ import annotations
 
+import errno
+import os
+import stat
 from collections.abc import Mapping
-from typing import Any
+from pathlib import Path
+from typing import IO, Any
 
 from agentloop._agent.base import (
     BINARY_SNIFF_BYTES,
     CodingTool,
     decode_line,
-    is_binary,
+    is_binary_data,
     iter_lines,
     optional_bool,
     optional_int,
@@ -18,7 +34,17 @@ from agentloop._agent.base import (
 from agentloop._agent.workspace import Workspace
 from agentloop._core.tool import ToolResult
 
-__all__ = ["EditFileTool", "ReadFileTool", "WriteFileTool"]
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)  # so opening a FIFO never waits for its other end
+
+__all__ = [
+    "EditFileTool",
+    "ReadFileTool",
+    "WriteFileTool",
+    "hard_link_refusal",
+    "not_regular",
+    "read_all",
+    "write_all",
+]
 
 # Output caps: what one tool result may put into the context window.
 READ_MAX_LINES = 2000
@@ -57,38 +83,51 @@ class ReadFileTool(CodingTool):
         offset = optional_int(tool_input, "offset", 1, minimum=1)
         limit = optional_int(tool_input, "limit", READ_MAX_LINES, minimum=1)
         rel = self._workspace.relative(path)
-        if not path.exists():
+        try:
+            fd = self._workspace.open_resolved(path, os.O_RDONLY | _NONBLOCK)
+        except FileNotFoundError:
             return ToolResult(f"file not found: {rel}", is_error=True)
-        if path.is_dir():
-            return ToolResult(f"{rel} is a directory; use list_files to see it", is_error=True)
-        if is_binary(path):
-            return ToolResult(f"{rel} is a binary file; read_file shows text only", is_error=True)
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            os.close(fd)
+            if stat.S_ISDIR(mode):
+                return ToolResult(f"{rel} is a directory; use list_files to see it", is_error=True)
+            return not_regular(rel, mode, "read_file")
+        with os.fdopen(fd, "rb") as handle:
+            if is_binary_data(handle.read(BINARY_SNIFF_BYTES)):
+                return ToolResult(
+                    f"{rel} is a binary file; read_file shows text only", is_error=True
+                )
+            handle.seek(0)
+            return self._numbered(handle, rel, tool_input, offset, limit)
 
+    def _numbered(
+        self, handle: IO[bytes], rel: str, tool_input: Mapping[str, Any], offset: int, limit: int
+    ) -> ToolResult:
         limit_given = tool_input.get("limit") is not None
         wanted = min(limit, READ_MAX_LINES)
         lines: list[str] = []
         size = 0
         line_no = 0
         capped = False  # stopped by the tool's own caps rather than by the model's limit
-        with path.open("rb") as handle:
-            numbered = iter_lines(handle, READ_MAX_LINE_CHARS * 4)
-            for raw, cut in numbered:
-                line_no += 1
-                if line_no < offset:
-                    continue
-                text = decode_line(raw)
-                if cut or len(text) > READ_MAX_LINE_CHARS:
-                    text = text[:READ_MAX_LINE_CHARS] + " … [line cut]"
-                entry = f"{line_no:6d}\t{text}"
-                if lines and size + len(entry) + 1 > READ_MAX_CHARS:
-                    capped = True
-                    break
-                lines.append(entry)
-                size += len(entry) + 1
-                if len(lines) >= wanted:
-                    capped = not limit_given or limit > READ_MAX_LINES
-                    break
-            total = line_no + sum(1 for _ in numbered)
+        numbered = iter_lines(handle, READ_MAX_LINE_CHARS * 4)
+        for raw, cut in numbered:
+            line_no += 1
+            if line_no < offset:
+                continue
+            text = decode_line(raw)
+            if cut or len(text) > READ_MAX_LINE_CHARS:
+                text = text[:READ_MAX_LINE_CHARS] + " … [line cut]"
+            entry = f"{line_no:6d}\t{text}"
+            if lines and size + len(entry) + 1 > READ_MAX_CHARS:
+                capped = True
+                break
+            lines.append(entry)
+            size += len(entry) + 1
+            if len(lines) >= wanted:
+                capped = not limit_given or limit > READ_MAX_LINES
+                break
+        total = line_no + sum(1 for _ in numbered)
         if total == 0:
             return ToolResult(f"{rel} is empty")
         if offset > total:
@@ -138,14 +177,44 @@ class WriteFileTool(CodingTool):
         path = self._workspace.resolve(required_str(tool_input, "path"))
         content = required_str(tool_input, "content", allow_empty=True)
         rel = self._workspace.relative(path)
-        if path == self._workspace.root or path.is_dir():
+        if path == self._workspace.root:
             return ToolResult(f"{rel} is a directory; give a file path", is_error=True)
-        existed = path.exists()
-        path.parent.mkdir(parents=True, exist_ok=True)
         data = content.encode("utf-8")
-        path.write_bytes(data)
+        try:
+            fd, existed = self._open(path)
+        except IsADirectoryError:
+            return ToolResult(f"{rel} is a directory; give a file path", is_error=True)
+        except OSError as error:
+            if error.errno == errno.ENXIO:  # a FIFO nobody reads
+                return not_regular(rel, stat.S_IFIFO, "write_file")
+            raise
+        try:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
+                return not_regular(rel, info.st_mode, "write_file")
+            if info.st_nlink > 1:
+                return hard_link_refusal(rel, info.st_nlink, "write_file")
+            os.ftruncate(fd, 0)
+            write_all(fd, data)
+        finally:
+            os.close(fd)
         state = "overwrote existing file" if existed else "new file"
         return ToolResult(f"Wrote {len(data):,} bytes to {rel} ({state}).")
+
+    def _open(self, path: Path) -> tuple[int, bool]:
+        """A descriptor to write ``path`` (not truncated yet), and whether the file existed."""
+        flags = os.O_WRONLY | _NONBLOCK
+        for _attempt in range(3):
+            try:
+                return self._workspace.open_resolved(path, flags, make_parents=True), True
+            except FileNotFoundError:
+                pass
+            try:
+                created = flags | os.O_CREAT | os.O_EXCL
+                return self._workspace.open_resolved(path, created, make_parents=True), False
+            except FileExistsError:
+                continue  # made meanwhile: open the one that exists
+        raise FileExistsError(errno.EEXIST, "the file keeps appearing and disappearing", str(path))
 
 
 # --------------------------------------------------------------------------------------------
@@ -191,18 +260,39 @@ class EditFileTool(CodingTool):
             return ToolResult(
                 "old_string and new_string are identical; nothing to do", is_error=True
             )
-        if not path.exists():
+        try:
+            fd = self._workspace.open_resolved(path, os.O_RDWR | _NONBLOCK)
+        except FileNotFoundError:
             return ToolResult(
                 f"file not found: {rel} (use write_file to create a new file)", is_error=True
             )
-        if path.is_dir():
+        except IsADirectoryError:
             return ToolResult(f"{rel} is a directory; give a file path", is_error=True)
-        if path.stat().st_size > EDIT_MAX_BYTES:
+        except OSError as error:
+            if error.errno == errno.ENXIO:
+                return not_regular(rel, stat.S_IFIFO, "edit_file")
+            raise
+        try:
+            return self._edit(fd, rel, old, new, replace_all)
+        finally:
+            os.close(fd)
+
+    def _edit(self, fd: int, rel: str, old: str, new: str, replace_all: bool) -> ToolResult:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            return not_regular(rel, info.st_mode, "edit_file")
+        if info.st_nlink > 1:
+            return hard_link_refusal(rel, info.st_nlink, "edit_file")
+        if info.st_size > EDIT_MAX_BYTES:
             return ToolResult(
                 f"{rel} is too large to edit (over {EDIT_MAX_BYTES:,} bytes)", is_error=True
             )
-        data = path.read_bytes()
-        if b"\x00" in data[:BINARY_SNIFF_BYTES]:
+        data = read_all(fd, EDIT_MAX_BYTES + 1)
+        if len(data) > EDIT_MAX_BYTES:
+            return ToolResult(
+                f"{rel} is too large to edit (over {EDIT_MAX_BYTES:,} bytes)", is_error=True
+            )
+        if is_binary_data(data):
             return ToolResult(f"{rel} is a binary file; edit_file edits text only", is_error=True)
         try:
             text = data.decode("utf-8")
@@ -225,7 +315,57 @@ class EditFileTool(CodingTool):
             )
         first_line = text.count("\n", 0, text.index(old)) + 1
         updated = text.replace(old, new) if replace_all else text.replace(old, new, 1)
-        path.write_bytes(updated.encode("utf-8"))
+        os.lseek(fd, 0, os.SEEK_SET)
+        os.ftruncate(fd, 0)
+        write_all(fd, updated.encode("utf-8"))
         replaced = count if replace_all else 1
         noun = "occurrence" if replaced == 1 else "occurrences"
         return ToolResult(f"Edited {rel}: replaced {replaced} {noun} (first at line {first_line}).")
+
+
+# --------------------------------------------------------------------------------------------
+# shared
+
+
+def not_regular(rel: str, mode: int, tool: str) -> ToolResult:
+    """The refusal for a FIFO, socket or device: reading one could block forever."""
+    if stat.S_ISFIFO(mode):
+        kind = "a named pipe (FIFO)"
+    elif stat.S_ISSOCK(mode):
+        kind = "a socket"
+    elif stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        kind = "a device"
+    else:
+        kind = "not a regular file"
+    return ToolResult(f"{rel} is {kind}; {tool} works on regular files only", is_error=True)
+
+
+def hard_link_refusal(rel: str, links: int, tool: str) -> ToolResult:
+    """The refusal to write through a file that has other names (hard links)."""
+    return ToolResult(
+        f"refused: {rel} has {links} hard links, so the same file also exists under another "
+        f"name, possibly outside the workspace, and {tool} would change it there too. Write a "
+        "new file instead, or remove this name first.",
+        is_error=True,
+    )
+
+
+def read_all(fd: int, limit: int) -> bytes:
+    """Up to ``limit`` bytes from ``fd``, from its current position."""
+    chunks: list[bytes] = []
+    size = 0
+    while size < limit:
+        chunk = os.read(fd, min(1 << 20, limit - size))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)
+
+
+def write_all(fd: int, data: bytes) -> None:
+    """All of ``data`` to ``fd`` (``os.write`` may write less than asked)."""
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentloop._agent.base import ToolStateError
+from agentloop._agent.workspace import display_path
 
 __all__ = ["ToolCallRecord", "ToolHistory"]
 
@@ -32,7 +33,7 @@ def _summarize_input(tool_input: Mapping[str, Any]) -> str:
         parts = [f"{len(tool_input['todos'])} items"]
     if not parts:
         parts = [json.dumps(dict(tool_input), sort_keys=True, ensure_ascii=False, default=str)]
-    text = " ".join(" ".join(parts).split()).replace("`", "'")
+    text = display_path(" ".join(" ".join(parts).split()).replace("`", "'"))
     return text if len(text) <= _SUMMARY_CHARS else text[: _SUMMARY_CHARS - 1] + "…"
 
 

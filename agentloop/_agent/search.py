@@ -4,20 +4,23 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from agentloop._agent.base import (
+    BINARY_SNIFF_BYTES,
     CodingTool,
     decode_line,
-    is_binary,
+    is_binary_data,
     iter_lines,
     optional_bool,
     optional_str,
     required_str,
 )
-from agentloop._agent.workspace import Workspace
+from agentloop._agent.files import not_regular
+from agentloop._agent.workspace import Workspace, WorkspaceError
 from agentloop._core.tool import ToolResult
 
 __all__ = ["GrepTool", "ListFilesTool"]
@@ -30,6 +33,7 @@ GREP_MAX_LINE_CHARS = 300
 SKIPPED_DIRS = frozenset({".git", "__pycache__", ".venv", "node_modules"})
 
 _GREP_SCAN_LINE_BYTES = 65_536
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)  # a FIFO in the tree must not block the search
 
 
 # --------------------------------------------------------------------------------------------
@@ -116,13 +120,21 @@ def _glob_regex(pattern: str) -> re.Pattern[str]:
     return re.compile("(?:" + "|".join(alternatives) + r")\Z")
 
 
-def _walk_files(base: Path) -> Iterator[Path]:
-    """Files under ``base``, skipping tool/dependency directories and not following symlinked
-    directories (which could lead outside the workspace or loop)."""
-    for directory, dirnames, filenames in os.walk(base, followlinks=False):
-        dirnames[:] = sorted(d for d in dirnames if d not in SKIPPED_DIRS)
-        for filename in filenames:
-            yield Path(directory, filename)
+def _walk_files(workspace: Workspace, base: Path) -> Iterator[Path]:
+    """Files under ``base``, skipping tool/dependency directories and never entering a
+    symlinked directory (which could lead outside the workspace or loop). The walk holds a
+    descriptor of each directory it lists (``os.fwalk``), so a directory swapped for a symlink
+    while the walk runs is skipped, not followed."""
+    base_fd = workspace.open_resolved(base, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        for directory, dirnames, filenames, _fd in os.fwalk(
+            ".", dir_fd=base_fd, follow_symlinks=False
+        ):
+            dirnames[:] = sorted(d for d in dirnames if d not in SKIPPED_DIRS)
+            for filename in filenames:
+                yield base / directory / filename
+    finally:
+        os.close(base_fd)
 
 
 # --------------------------------------------------------------------------------------------
@@ -171,7 +183,7 @@ class ListFilesTool(CodingTool):
         regex = _glob_regex(pattern)
         matches = sorted(
             self._workspace.relative(file)
-            for file in _walk_files(base)
+            for file in _walk_files(self._workspace, base)
             if regex.match(file.relative_to(base).as_posix())
         )
         if not matches:
@@ -230,8 +242,11 @@ class GrepTool(CodingTool):
         if not base.exists():
             return ToolResult(f"path not found: {rel_base}", is_error=True)
 
-        if base.is_file():
+        mode = base.stat().st_mode
+        if stat.S_ISREG(mode):
             files = [base]
+        elif not stat.S_ISDIR(mode):
+            return not_regular(rel_base, mode, "grep")
         else:
             name_only = "/" not in glob
             glob_regex = _glob_regex(glob) if glob else None
@@ -242,40 +257,59 @@ class GrepTool(CodingTool):
                 subject = file.name if name_only else file.relative_to(base).as_posix()
                 return glob_regex.match(subject) is not None
 
-            files = sorted((f for f in _walk_files(base) if wanted(f)), key=lambda f: f.as_posix())
+            walk = _walk_files(self._workspace, base)
+            files = sorted((f for f in walk if wanted(f)), key=lambda f: f.as_posix())
 
         results: list[str] = []
         for file in files:
-            # A symlinked file may point outside the workspace: never read it.
-            if not self._workspace.contains(file) or not file.is_file():
+            handle = self._open_text(file)
+            if handle is None:
                 continue
-            try:
-                if is_binary(file):
-                    continue
-                with file.open("rb") as handle:
-                    for line_no, (raw, _cut) in enumerate(
-                        iter_lines(handle, _GREP_SCAN_LINE_BYTES), start=1
-                    ):
-                        text = decode_line(raw)
-                        found = regex.search(text)
-                        if found is None:
-                            continue
-                        if len(results) >= GREP_MAX_MATCHES:
-                            results.append(
-                                f"[stopped after {GREP_MAX_MATCHES} matches; narrow the "
-                                "pattern, path or glob]"
-                            )
-                            return ToolResult("\n".join(results))
+            with handle:
+                for line_no, (raw, _cut) in enumerate(
+                    iter_lines(handle, _GREP_SCAN_LINE_BYTES), start=1
+                ):
+                    text = decode_line(raw)
+                    found = regex.search(text)
+                    if found is None:
+                        continue
+                    if len(results) >= GREP_MAX_MATCHES:
                         results.append(
-                            f"{self._workspace.relative(file)}:{line_no}: "
-                            f"{_excerpt(text, found.start())}"
+                            f"[stopped after {GREP_MAX_MATCHES} matches; narrow the "
+                            "pattern, path or glob]"
                         )
-            except OSError:
-                continue  # unreadable files are skipped, as grep -s would
+                        return ToolResult("\n".join(results))
+                    results.append(
+                        f"{self._workspace.relative(file)}:{line_no}: "
+                        f"{_excerpt(text, found.start())}"
+                    )
         if not results:
             where = f" in files matching {glob!r}" if glob and not base.is_file() else ""
             return ToolResult(f"No matches for {pattern!r} in {rel_base}{where}.")
         return ToolResult("\n".join(results))
+
+    def _open_text(self, file: Path) -> IO[bytes] | None:
+        """``file`` opened for reading if it is a regular text file inside the workspace (a
+        symlink is followed only when it stays inside), else None: grep skips it, as grep -s
+        would skip what it cannot read."""
+        try:
+            resolved = self._workspace.resolve(str(file))
+            fd = self._workspace.open_resolved(resolved, os.O_RDONLY | _NONBLOCK)
+        except (WorkspaceError, OSError):
+            return None
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                os.close(fd)
+                return None
+            handle = os.fdopen(fd, "rb")
+        except OSError:
+            os.close(fd)
+            return None
+        if is_binary_data(handle.read(BINARY_SNIFF_BYTES)):
+            handle.close()
+            return None
+        handle.seek(0)
+        return handle
 
 
 def _excerpt(text: str, match_start: int) -> str:

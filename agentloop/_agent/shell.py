@@ -1,6 +1,9 @@
 """The shell tool: run_command in the workspace with the user's consent, output capped to its
 head and tail, and a timeout that kills the command's whole process group.
 
+Commands run without the credentials in the environment (:mod:`.secrets`), and none of their
+processes outlives the agent (:mod:`.reaper`).
+
 Consent is a policy, an :data:`Approve` callable; the prompt on the terminal belongs to the
 command line (``agentloop._cli.consent``).
 """
@@ -18,6 +21,8 @@ from collections.abc import Callable, Mapping
 from typing import Any, TypeAlias
 
 from agentloop._agent.base import CodingTool, InputError, required_str
+from agentloop._agent.reaper import GroupWatch
+from agentloop._agent.secrets import scrubbed_environment
 from agentloop._agent.workspace import Workspace
 from agentloop._core.tool import ToolResult
 
@@ -158,17 +163,35 @@ class RunCommandTool(CodingTool):
 
     def _execute(self, command: str, timeout: float) -> ToolResult:
         shell = shutil.which("bash") or "/bin/sh"
-        # Pagers and prompts would wait forever for a terminal that is not there.
-        env = {**os.environ, "PAGER": "cat", "GIT_PAGER": "cat", "GIT_TERMINAL_PROMPT": "0"}
-        process = subprocess.Popen(
-            [shell, "-c", command],
-            cwd=self._workspace.root,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,  # its own process group, so a timeout can kill all of it
-            env=env,
-        )
+        # Credentials stay out of commands; pagers and prompts would wait forever for a
+        # terminal that is not there.
+        env = {
+            **scrubbed_environment(),
+            "PAGER": "cat",
+            "GIT_PAGER": "cat",
+            "GIT_TERMINAL_PROMPT": "0",
+        }
+        watch = GroupWatch()
+        try:
+            process = subprocess.Popen(
+                [shell, "-c", command],
+                cwd=self._workspace.root,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # its own process group, so all of it can be killed
+                env=env,
+            )
+        except BaseException:
+            watch.finish()
+            raise
+        watch.watch(process.pid)
+        try:
+            return self._collect(process, timeout)
+        finally:
+            watch.finish()
+
+    def _collect(self, process: subprocess.Popen[bytes], timeout: float) -> ToolResult:
         assert process.stdout is not None
         output = _HeadTail(self._max_output_bytes)
         fd = process.stdout.fileno()

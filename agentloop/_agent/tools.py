@@ -5,9 +5,11 @@ missing file, a path outside the workspace or a failing command come back as
 ``ToolResult(..., is_error=True)`` with a message written for the model.
 
 This module assembles the set; each concern lives in its own module: :mod:`.workspace` (path
-confinement), :mod:`.base` (the shared tool base and input checks), :mod:`.files`,
-:mod:`.search`, :mod:`.shell` (run_command and consent policies), :mod:`.todos` and
-:mod:`.history`.
+confinement and the race-free open), :mod:`.base` (the shared tool base and input checks),
+:mod:`.files`, :mod:`.search`, :mod:`.shell` (run_command and consent policies),
+:mod:`.secrets` (credentials kept out of commands and results), :mod:`.reaper` (no command
+outlives the agent), :mod:`.todos` and :mod:`.history`. What survives a compaction besides:
+:mod:`.instructions` (AGENTS.md and friends) and :mod:`.recent_files` (files brought back).
 """
 
 from __future__ import annotations

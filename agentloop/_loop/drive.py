@@ -38,7 +38,7 @@ from agentloop._core.model import (
 )
 from agentloop._core.tool import ToolResult
 from agentloop._errors import ConfigurationError
-from sessions import SessionStore
+from sessions import Lease, SessionStore
 
 T = TypeVar("T")
 
@@ -76,6 +76,10 @@ class Runtime:
     clock: Callable[[], datetime] = _utc_now
     run_hooks: Callable[[Sequence[PreservedStateHook]], HookOutput] = _run_hooks
     on_text: TextCallback | None = field(default=None, repr=False)
+    lease: Lease | None = None
+    """The writer's lease on the session: every write carries it (one writer per session)."""
+    lease_owner: str | None = None
+    """Who we are (``"pid 1234 on host x"``): a session this runtime creates is leased to it."""
 
     def perform(self, effect: Effect[Any]) -> object:
         """Carry out ``effect`` here and now (blocking)."""
@@ -106,7 +110,9 @@ class Runtime:
             if self.store is not None:
                 from agentloop._adapters.store import perform_store_effect
 
-                perform_store_effect(self.store, effect)
+                self.lease = perform_store_effect(
+                    self.store, effect, lease=self.lease, lease_owner=self.lease_owner
+                )
             return None
         raise TypeError(f"unknown effect {type(effect).__name__}")
 
