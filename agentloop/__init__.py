@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from agentloop._adapters.anthropic import AnthropicModel, message_from_response
     from agentloop._adapters.tokens import Calibration, TokenEstimator
     from agentloop._adapters.windows import ContextWindowResolver, ModelLimits
+    from agentloop._agent.recent_files import RecentFiles, recent_files_hook
     from agentloop._core.compacter import CompactionSettings
     from agentloop._core.context import CompactionDecision, ContextUsage
     from agentloop._core.hooks import PreservedStateHook
@@ -76,6 +77,7 @@ _EXPORTS: dict[str, str] = {
     "ModelResponse": "agentloop._core.model",
     "PreservedStateHook": "agentloop._core.hooks",
     "PromptTooLongError": "agentloop._errors",
+    "RecentFiles": "agentloop._agent.recent_files",
     "SummaryInfo": "agentloop._core.messages",
     "TokenEstimator": "agentloop._adapters.tokens",
     "Tool": "agentloop._core.tool",
@@ -87,6 +89,7 @@ _EXPORTS: dict[str, str] = {
     "choose_tail_start": "agentloop._core.strategies",
     "is_safe_boundary": "agentloop._core.messages",
     "prune_tool_outputs": "agentloop._core.strategies",
+    "recent_files_hook": "agentloop._agent.recent_files",
     "to_params": "agentloop._core.messages",
     "validate_messages": "agentloop._core.messages",
     "validate_threshold": "agentloop._core.validation",
@@ -137,6 +140,7 @@ __all__ = [
     "ModelResponse",
     "PreservedStateHook",
     "PromptTooLongError",
+    "RecentFiles",
     "SummaryInfo",
     "TokenEstimator",
     "Tool",
@@ -149,6 +153,7 @@ __all__ = [
     "is_safe_boundary",
     "message_from_response",
     "prune_tool_outputs",
+    "recent_files_hook",
     "to_params",
     "validate_messages",
     "validate_threshold",

@@ -22,9 +22,10 @@ AGENTLOOP_API = {
     "ContextUsage", "ContextWindowResolver", "ConversationCompacter", "FunctionTool",
     "LoopEvents", "Message", "MessageParam", "MessageValidationError", "Model", "ModelError",
     "ModelLimits", "ModelRequest", "ModelResponse", "PreservedStateHook", "PromptTooLongError",
-    "SummaryInfo", "TokenEstimator", "Tool", "ToolResult", "TurnResult", "Usage", "__version__",
-    "as_messages", "choose_tail_start", "is_safe_boundary", "message_from_response",
-    "prune_tool_outputs", "to_params", "validate_messages", "validate_threshold",
+    "RecentFiles", "SummaryInfo", "TokenEstimator", "Tool", "ToolResult", "TurnResult", "Usage",
+    "__version__", "as_messages", "choose_tail_start", "is_safe_boundary",
+    "message_from_response", "prune_tool_outputs", "recent_files_hook", "to_params",
+    "validate_messages", "validate_threshold",
 }  # fmt: skip
 
 SESSIONS_API = {

@@ -32,7 +32,7 @@ from agentloop._core.tool import ToolResult
 from agentloop._core.validation import DEFAULT_MAX_TOKENS
 from agentloop._loop.agent_loop import AgentLoop, LoopEvents, TurnResult
 from agentloop._loop.compacter import ConversationCompacter
-from sessions import SessionStore
+from sessions import Lease, SessionStore
 
 SYSTEM_PROMPT = """\
 You are agentloop, a careful and competent coding agent working in the user's project \
@@ -126,11 +126,16 @@ class CodingAgent:
         restore_budget_tokens: int | None = None,
         restore_files: int = DEFAULT_RESTORE_FILES,
         config_dir: Path | None = None,
+        context_tools: bool = True,
+        lease_owner: str | None = None,
+        lease: Lease | None = None,
     ) -> None:
         """``instructions_budget_tokens`` caps the instruction files (default 10 % of the
         window), ``restore_budget_tokens`` the files brought back after a compaction (default
         5 %), ``restore_files`` their number; 0 turns either off. ``config_dir`` holds the
-        user's instruction files (default: :func:`user_config_dir`)."""
+        user's instruction files (default: :func:`user_config_dir`). ``context_tools`` gives
+        the model ``context_status`` and ``compact_context``. ``lease`` is this writer's lease
+        on the resumed session; a new session is leased to ``lease_owner``."""
         from agentloop._adapters.tokens import Calibration
         from agentloop._agent.tools import TodoList, ToolHistory, coding_tools
 
@@ -207,7 +212,10 @@ class CodingAgent:
             tools=tools,
             max_tokens=reply_tokens,
             events=_AgentEvents(self, events or LoopEvents()),
+            context_tools=context_tools,
         )
+        self.loop.runtime.lease = lease
+        self.loop.runtime.lease_owner = lease_owner
 
     @property
     def session_id(self) -> str:
@@ -246,6 +254,10 @@ class CodingAgent:
             self.loop.title = " ".join(text.split())[:60]
         try:
             return self.loop.run_turn(text)
+        except KeyboardInterrupt:
+            # Interrupted mid-turn: what was said and done so far is stored all the same.
+            self.loop.flush()
+            raise
         finally:
             self.save_state()
 
