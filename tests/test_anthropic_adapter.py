@@ -412,3 +412,29 @@ def test_importing_agentloop_does_not_import_anthropic() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
     )
     assert json.loads(result.stdout) == []
+
+
+def test_on_retry_reports_each_retry_with_its_reason(server: FakeAnthropicServer) -> None:
+    seen: list[tuple[int, int, str]] = []
+    server.enqueue(overloaded(), overloaded(), text_reply("third time lucky"))
+    model = AnthropicModel(
+        api_key=TEST_API_KEY,
+        base_url=server.base_url,
+        max_retries=2,
+        on_retry=lambda attempt, most, reason: seen.append((attempt, most, reason)),
+    )
+    assert model.complete(_request()).text == "third time lucky"
+    assert seen == [(1, 2, "the API answered 529"), (2, 2, "the API answered 529")]
+
+
+def test_on_retry_reports_a_refused_connection_too() -> None:
+    seen: list[tuple[int, int, str]] = []
+    model = AnthropicModel(
+        api_key=TEST_API_KEY,
+        base_url=f"http://127.0.0.1:{_unused_port()}",
+        max_retries=1,
+        on_retry=lambda attempt, most, reason: seen.append((attempt, most, reason)),
+    )
+    with pytest.raises(ModelError, match="could not reach the API"):
+        model.complete(_request())
+    assert seen == [(1, 1, "no answer (the connection failed or timed out)")]

@@ -20,7 +20,7 @@ from agentloop import (
     PreservedStateHook,
 )
 from agentloop.testing import ScriptedModel, text_reply, tool_call, tool_reply
-from sessions import NewMessage, Session, SqliteSessionStore, StoredMessage
+from sessions import Lease, NewMessage, Session, SqliteSessionStore, StoredMessage
 
 
 class RecordingStore(SqliteSessionStore):
@@ -35,10 +35,14 @@ class RecordingStore(SqliteSessionStore):
         return super().create_session(**options)
 
     def append_messages(
-        self, session_id: str, messages: Sequence[NewMessage | Mapping[str, Any]]
+        self,
+        session_id: str,
+        messages: Sequence[NewMessage | Mapping[str, Any]],
+        *,
+        lease: Lease | None = None,
     ) -> list[StoredMessage]:
         self.write_threads.append(("append", threading.get_ident()))
-        return super().append_messages(session_id, messages)
+        return super().append_messages(session_id, messages, lease=lease)
 
     def transition(self, parent_id: str, **options: Any) -> Session:
         self.write_threads.append(("transition", threading.get_ident()))

@@ -30,7 +30,7 @@ from fake_anthropic import (
 from test_loop import PREFIX_START, SUMMARY, Script, filler, first_text, request_text
 
 from agentloop._cli.main import main
-from sessions import SessionStore, SqliteSessionStore, open_store
+from sessions import SessionStore, open_store
 
 AGENTLOOP = Path(sys.executable).parent / "agentloop"
 WINDOW = "6000"
@@ -98,7 +98,7 @@ class CLI:
         )
         return Run(done.returncode, done.stdout, done.stderr)
 
-    def store(self) -> SqliteSessionStore:
+    def store(self) -> SessionStore:
         return open_store()
 
 

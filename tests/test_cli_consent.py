@@ -55,3 +55,24 @@ def test_terminal_consent_drives_the_tool(ws: Path) -> None:
     assert not run(tools, "run_command", command="touch three").is_error
     assert (ws / "two").exists() and (ws / "three").exists()
     assert output.getvalue().count("Run `") == 2
+
+
+def test_terminal_consent_takes_type_ahead_out_of_the_way_before_asking() -> None:
+    events: list[str] = []
+
+    def before_asking() -> str:
+        events.append("flushed")
+        return "typed earlier\n"
+
+    def input_fn(prompt: str) -> str:
+        events.append("asked")
+        return "y"
+
+    output = io.StringIO()
+    approve = terminal_consent(input_fn, output, before_asking=before_asking)
+    assert approve("ls") is True
+    assert events == ["flushed", "asked"]
+    assert output.getvalue().startswith(
+        "  (what you typed meanwhile is kept for the next prompt)\n"
+    )
+    assert output.getvalue().endswith("Run `ls`? [y/N/a(lways)] ")

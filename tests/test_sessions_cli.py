@@ -159,40 +159,52 @@ def seeded(tmp_path_factory: pytest.TempPathFactory) -> Seeded:
     )
 
 
-def test_list_json_defaults_to_the_current_workspace(seeded: Seeded) -> None:
+def test_list_json_defaults_to_the_conversations_of_the_current_workspace(seeded: Seeded) -> None:
     rows = json.loads(ok(run(seeded, "list", "--json")))
-    assert [row["id"] for row in rows] == [seeded.child, seeded.root, seeded.older]
+    # One row per conversation: the compacted one shows where it continues (its child).
+    assert [row["id"] for row in rows] == [seeded.child, seeded.older]
     for row in rows:
-        assert row.keys() >= LIST_KEYS
+        assert row.keys() >= LIST_KEYS | {"root_id", "generations", "sessions"}
         assert row["workspace"] == str(seeded.workspace_a.resolve())
+    by_id = {row["id"]: row for row in rows}
+    assert by_id[seeded.child]["root_id"] == seeded.root
+    assert by_id[seeded.child]["generations"] == 1 and by_id[seeded.child]["sessions"] == 2
+    assert by_id[seeded.older]["root_id"] == seeded.older
+    assert by_id[seeded.older]["generations"] == 0
+    assert datetime.fromisoformat(by_id[seeded.child]["created_at"]).tzinfo is not None
+
+
+def test_list_all_generations_shows_every_session(seeded: Seeded) -> None:
+    rows = json.loads(ok(run(seeded, "list", "--all-generations", "--json")))
+    assert [row["id"] for row in rows] == [seeded.child, seeded.root, seeded.older]
     by_id = {row["id"]: row for row in rows}
     assert by_id[seeded.root]["status"] == "compacted"
     assert by_id[seeded.root]["message_count"] == 45
     assert by_id[seeded.child]["parent_id"] == seeded.root
-    assert datetime.fromisoformat(by_id[seeded.root]["created_at"]).tzinfo is not None
+    lines = ok(run(seeded, "list", "--all-generations")).splitlines()
+    assert lines[0].split() == ["ID", "PARENT", "STATUS", "MSGS", "UPDATED", "MODEL", "TITLE"]
+    root_row = next(line for line in lines if line.startswith(seeded.root[:8]))
+    assert "compacted" in root_row and "45" in root_row and "refactor the parser" in root_row
 
 
 def test_list_all_workspace_and_limit(seeded: Seeded) -> None:
     everything = json.loads(ok(run(seeded, "list", "--all", "--json")))
-    assert {row["id"] for row in everything} == {
-        seeded.older,
-        seeded.root,
-        seeded.child,
-        seeded.tools,
-    }
+    assert {row["id"] for row in everything} == {seeded.older, seeded.child, seeded.tools}
     other = json.loads(ok(run(seeded, "list", "--workspace", str(seeded.workspace_b), "--json")))
     assert [row["id"] for row in other] == [seeded.tools]
     limited = json.loads(ok(run(seeded, "list", "--all", "--limit", "1", "--json")))
     assert [row["id"] for row in limited] == [seeded.tools]
+    table = ok(run(seeded, "list", "--all", "--limit", "1")).splitlines()
+    assert table[-1] == "(1 most recent shown; --limit 0 shows all)"
 
 
 def test_list_table_for_people(seeded: Seeded) -> None:
     lines = ok(run(seeded, "list")).splitlines()
-    assert lines[0].split() == ["ID", "PARENT", "STATUS", "MSGS", "MODEL", "UPDATED", "TITLE"]
+    assert lines[0].split() == ["ID", "MSGS", "GEN", "UPDATED", "MODEL", "TITLE"]
     child_row = next(line for line in lines if line.startswith(seeded.child[:8]))
-    assert seeded.root[:8] in child_row and "active" in child_row
-    root_row = next(line for line in lines if line.startswith(seeded.root[:8]))
-    assert "compacted" in root_row and "45" in root_row and "refactor the parser" in root_row
+    assert child_row.split()[1:3] == ["6", "2"]  # six messages, second generation
+    assert "refactor the parser" in child_row
+    assert not any(line.startswith(seeded.root[:8]) for line in lines)
     # The bare command lists too.
     assert ok(run(seeded)).splitlines()[0] == lines[0]
 
@@ -236,10 +248,11 @@ def test_tree_without_id_shows_the_latest_lineage_of_the_workspace(seeded: Seede
     assert len(lines) == 2
     assert lines[0].startswith(seeded.root[:8])
     assert "45 msgs" in lines[0] and "compacted" in lines[0]
-    assert lines[1].startswith("└── " + seeded.child[:8])
+    # A chain is a list: the child is not indented under its parent.
+    assert lines[1].startswith(seeded.child[:8])
     assert "6 msgs" in lines[1]
     assert "← compacted 45 → 6 msgs (152,310 → 18,204 tokens)" in lines[1]
-    assert "resume" in lines[1]
+    assert lines[1].endswith("◀ resume continues here")
 
 
 def test_tree_json_is_nested(seeded: Seeded) -> None:
@@ -255,7 +268,7 @@ def test_tree_json_is_nested(seeded: Seeded) -> None:
 def test_export_markdown_and_json(seeded: Seeded) -> None:
     markdown = ok(run(seeded, "export", seeded.tools, cwd=seeded.workspace_b))
     assert markdown.startswith("# tools\n")
-    assert "## 1. User" in markdown and "## 2. Assistant" in markdown
+    assert "## #1 User" in markdown and "## #2 Assistant" in markdown
     assert '"cmd": "ls"' in markdown
     # Backticks in a tool result cannot close its fence: the fence is longer.
     assert "````\na.py\nb.py\n``` (sic)\n````" in markdown
@@ -288,12 +301,19 @@ def test_user_errors_are_one_line_with_exit_2(
     assert "Traceback" not in result.stderr
 
 
-def test_ambiguous_prefix_lists_candidates(seeded: Seeded) -> None:
-    result = run(seeded, "show", seeded.root[:6])
+def test_ambiguous_prefix_lists_candidates(seeded: Seeded, tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    ids = ["abcd" + tail for tail in ("0000000000000000000000", "1111111111111111111111")]
+    with open_store(home / "sessions.db") as store:
+        for session_id in ids:
+            store.create_session(
+                model="m", workspace=workspace_key(tmp_path), session_id=session_id
+            )
+    result = run(seeded, "show", "abcd", env=environment(home))
     assert result.returncode == 2
     assert result.stderr.count("\n") == 1
     assert "ambiguous" in result.stderr
-    for session_id in (seeded.older, seeded.root, seeded.child):
+    for session_id in ids:
         assert session_id[:8] in result.stderr
 
 
@@ -310,7 +330,7 @@ def test_console_script(seeded: Seeded) -> None:
         timeout=60,
     )
     assert listed.returncode == 0, listed.stderr
-    assert len(json.loads(listed.stdout)) == 4
+    assert len(json.loads(listed.stdout)) == 3  # conversations
     helped = subprocess.run(
         [str(script), "--help"], env=env, capture_output=True, text=True, timeout=60
     )
@@ -376,5 +396,9 @@ def test_store_option_overrides_the_default_location(seeded: Seeded, tmp_path: P
     elsewhere = environment(tmp_path / "empty-home")
     before = json.loads(ok(run(seeded, "--store", store, "list", "--all", "--json", env=elsewhere)))
     after = json.loads(ok(run(seeded, "list", "--all", "--json", "--store", store, env=elsewhere)))
-    assert len(before) == len(after) == 4
-    assert json.loads(ok(run(seeded, "list", "--all", "--json", env=elsewhere))) == []
+    assert len(before) == len(after) == 3
+    assert ok(run(seeded, "list", "--all", env=elsewhere)) == "No sessions yet.\n"
+    # Read-only: listing an empty place creates nothing there.
+    assert not (tmp_path / "empty-home").exists()
+    variable = environment(tmp_path / "empty-home", AGENTLOOP_STORE=store)
+    assert len(json.loads(ok(run(seeded, "list", "--all", "--json", env=variable)))) == 3

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from agentloop._core.messages import ContentBlock, Message, Usage, to_params
@@ -218,6 +218,45 @@ def _one_line(text: str) -> str:
 # The model
 
 
+RetryCallback = Callable[[int, int, str], None]
+"""``on_retry(attempt, max_retries, reason)``: attempt counts from 1."""
+_SDK_DEFAULT_RETRIES = 2
+
+
+class _RetryWatch:
+    """Tells ``on_retry`` when the SDK starts a retry: every attempt carries the SDK's own
+    ``x-stainless-retry-count`` header, and the failure before it left a status (or nothing, for
+    a connection that failed)."""
+
+    def __init__(self, on_retry: RetryCallback, max_retries: int | None) -> None:
+        self.on_retry = on_retry
+        self.max_retries = _SDK_DEFAULT_RETRIES if max_retries is None else max_retries
+        self.last_failure = ""
+
+    def request(self, request: Any) -> None:
+        attempt = int(request.headers.get("x-stainless-retry-count", "0") or 0)
+        if attempt > 0:
+            reason = self.last_failure or "no answer (the connection failed or timed out)"
+            self.on_retry(attempt, self.max_retries, reason)
+        self.last_failure = ""
+
+    def response(self, response: Any) -> None:
+        if response.status_code >= 400:
+            self.last_failure = f"the API answered {response.status_code}"
+
+    async def arequest(self, request: Any) -> None:
+        self.request(request)
+
+    async def aresponse(self, response: Any) -> None:
+        self.response(response)
+
+    def hooks(self) -> dict[str, list[Callable[[Any], None]]]:
+        return {"request": [self.request], "response": [self.response]}
+
+    def async_hooks(self) -> dict[str, list[Callable[[Any], Awaitable[None]]]]:
+        return {"request": [self.arequest], "response": [self.aresponse]}
+
+
 class AnthropicModel:
     """The model seam over the real ``anthropic`` SDK (sync :meth:`complete`, async
     :meth:`acomplete`).
@@ -228,7 +267,9 @@ class AnthropicModel:
     only a sync ``client``, :meth:`acomplete` runs :meth:`complete` in a worker thread.
 
     Failures that survive the SDK's own retries raise :class:`ModelError` (or
-    :class:`PromptTooLongError`) with a one-line message.
+    :class:`PromptTooLongError`) with a one-line message. ``on_retry(attempt, max_retries,
+    reason)`` is called as each of the SDK's retries starts (clients created from settings), so
+    a user is not left in silence while a refused connection is retried.
     """
 
     def __init__(
@@ -240,6 +281,7 @@ class AnthropicModel:
         max_retries: int | None = None,
         timeout: float | None = None,
         async_client: anthropic.AsyncAnthropic | None = None,
+        on_retry: RetryCallback | None = None,
     ) -> None:
         if max_retries is not None and max_retries < 0:
             raise ConfigurationError(f"max_retries must be 0 or more, not {max_retries}")
@@ -266,6 +308,7 @@ class AnthropicModel:
         self._client = client
         self._async_client = async_client
         self._lock = threading.Lock()
+        self._retries = _RetryWatch(on_retry, max_retries) if on_retry is not None else None
 
     def _sync(self) -> anthropic.Anthropic:
         with self._lock:
@@ -277,7 +320,11 @@ class AnthropicModel:
                     )
                 import anthropic
 
-                self._client = anthropic.Anthropic(**self._settings)
+                settings = dict(self._settings)
+                if self._retries is not None:
+                    hooks = self._retries.hooks()
+                    settings["http_client"] = anthropic.DefaultHttpxClient(event_hooks=hooks)
+                self._client = anthropic.Anthropic(**settings)
             return self._client
 
     def _async(self) -> anthropic.AsyncAnthropic | None:
@@ -286,7 +333,11 @@ class AnthropicModel:
             if self._async_client is None and self._from_settings:
                 import anthropic
 
-                self._async_client = anthropic.AsyncAnthropic(**self._settings)
+                settings = dict(self._settings)
+                if self._retries is not None:
+                    hooks = self._retries.async_hooks()
+                    settings["http_client"] = anthropic.DefaultAsyncHttpxClient(event_hooks=hooks)
+                self._async_client = anthropic.AsyncAnthropic(**settings)
             return self._async_client
 
     def complete(self, request: ModelRequest, on_text: TextCallback | None = None) -> ModelResponse:

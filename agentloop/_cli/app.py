@@ -1,15 +1,18 @@
-"""The composition root of the interactive agent: it opens the store, resolves the context
-window, builds the :class:`CodingAgent` with the terminal UI and runs the REPL.
+"""The composition root of the agent: it opens the store, resolves the context window, takes the
+session lease, builds the :class:`CodingAgent` with the terminal UI, and runs the interactive
+loop or the one ``-p`` turn.
 
 :func:`run_agent` wires the real Anthropic model from the environment; :func:`run_session`
 takes any model (the offline demo gives it a scripted one). Light at import: everything heavy
-is imported when a session starts.
+is imported when a session starts (the SDK and the tokenizer in background threads at once).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
@@ -18,9 +21,18 @@ from agentloop._core.validation import DEFAULT_MODEL, DEFAULT_THRESHOLD
 from agentloop._errors import AgentloopError, ConfigurationError
 
 if TYPE_CHECKING:
-    from agentloop._adapters.windows import Fetch
+    from agentloop._adapters.windows import Fetch, ModelLimits
+    from agentloop._agent.agent import CodingAgent
+    from agentloop._cli.printmode import OutputFormat
+    from agentloop._cli.resume import Start
+    from agentloop._cli.store import Lease
+    from agentloop._cli.terminal import TerminalInput
+    from agentloop._cli.ui import TerminalUI
     from agentloop._core.model import AsyncModel, Model
     from sessions import SessionStore
+
+MIN_CONVERSATION_TOKENS = 1_000
+"""Room a window must leave beside the system prompt and tools for the conversation itself."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,15 +48,20 @@ class AgentOptions:
     resume: str | None = None
     """A session id or unique prefix to continue at its newest descendant."""
     continue_latest: bool = False
-    """Continue the latest session of the workspace (at its newest descendant)."""
+    """Continue the latest conversation of the workspace (at its newest descendant)."""
     prompt: str | None = None
-    """Run this one turn, then exit; None reads turns from stdin."""
+    """The first message (``-p``: the only one)."""
+    print_mode: bool = False
+    """``-p``: run one turn, print the final answer only, exit."""
+    output_format: OutputFormat = "text"
     yes: bool = False
     """Run shell commands without asking."""
     workspace: Path | None = None
     """The project directory; None is the current directory."""
     echo_input: bool = False
     """Echo each input line on stderr, as a transcript shows it (the demo)."""
+    store: str | None = None
+    """The session store (path or URL); None: ``$AGENTLOOP_STORE`` or the default file."""
 
 
 def _no_key_message() -> str:
@@ -56,19 +73,38 @@ def _no_key_message() -> str:
 
 def run_agent(options: AgentOptions, *, stdin: TextIO | None = None) -> int:
     """``agentloop [options]``: the coding agent on the Anthropic API (key from the
-    environment), reading turns from ``stdin`` (default: the process's)."""
+    environment), reading messages from ``stdin`` (default: the process's)."""
     api_key = os.environ.get("ANTHROPIC_API_KEY") or os.environ.get("ANTHROPIC_AUTH_TOKEN")
     base_url = os.environ.get("ANTHROPIC_BASE_URL")
     if not api_key and not base_url:
         raise ConfigurationError(_no_key_message())
+    from agentloop._cli.startup import prewarm
+
+    stdin = stdin or sys.stdin
+    # Interactive: the SDK loads while the user types its first message (started at the
+    # prompt), so that it does not slow down the way to the prompt.
+    typing_first = stdin.isatty() and not options.print_mode
+    prewarm(sdk=not typing_first)
     from agentloop._adapters.anthropic import AnthropicModel, fetch_model_limits
 
-    model = AnthropicModel(api_key=api_key or "no-key", base_url=base_url)
+    ui = make_ui(options, stdin)
+    model = AnthropicModel(api_key=api_key or "no-key", base_url=base_url, on_retry=ui.on_retry)
 
     def fetch(name: str) -> tuple[int | None, int | None]:
         return fetch_model_limits(name, api_key=api_key or "no-key", base_url=base_url)
 
-    return run_session(options, model, fetch=fetch, stdin=stdin or sys.stdin)
+    return run_session(options, model, fetch=fetch, stdin=stdin, ui=ui)
+
+
+def make_ui(options: AgentOptions, stdin: TextIO) -> TerminalUI:
+    from agentloop._cli.ui import TerminalUI
+
+    tty = sys.stderr.isatty()
+    if options.print_mode and options.output_format == "stream-json":
+        from agentloop._cli.printmode import StreamJsonUI
+
+        return StreamJsonUI(sys.stdout, sys.stderr, tty=tty)
+    return TerminalUI(sys.stdout, sys.stderr, tty=tty, stream=not options.print_mode)
 
 
 def run_session(
@@ -77,24 +113,51 @@ def run_session(
     *,
     fetch: Fetch | None,
     stdin: TextIO,
+    ui: TerminalUI | None = None,
 ) -> int:
-    """Run the coding agent with ``model`` in the default session store; the exit code.
+    """Run the coding agent with ``model`` in the session store; the exit code.
 
     ``fetch`` asks the Models API for a model's limits (None: never ask). Store errors (a
-    damaged file, an unknown ``resume`` id) become one-line :class:`AgentloopError`\\ s.
+    damaged file, an unknown ``resume`` id, a session in use) become one-line
+    :class:`AgentloopError`\\ s.
     """
-    from sessions import SessionError, open_store
+    from agentloop._cli.store import Lease, open_cli_store
+    from sessions import SessionError
 
     try:
-        store = open_store()
+        store = open_cli_store(options.store)
     except SessionError as error:  # one line, never a traceback (e.g. a damaged store file)
         raise AgentloopError(str(error)) from None
+    lease = Lease(store)
     try:
-        return _run(options, model, fetch, store, stdin=stdin)
+        return _run(
+            options, model, fetch, store, lease, stdin=stdin, ui=ui or make_ui(options, stdin)
+        )
     except SessionError as error:  # an unknown or malformed --resume id, a busy store...
         raise AgentloopError(str(error)) from None
     finally:
+        lease.release()
         store.close()
+
+
+def _message(options: AgentOptions, stdin: TextIO) -> str | None:
+    """The first message: the prompt, and for ``-p`` what was piped in as its context."""
+    from agentloop._cli.editor import clean_text
+
+    prompt = clean_text(options.prompt) if options.prompt is not None else None
+    if not options.print_mode:
+        return prompt
+    piped = ""
+    if not stdin.isatty():
+        binary = getattr(stdin, "buffer", None)
+        raw = binary.read() if binary is not None else stdin.read()
+        piped = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else clean_text(raw)
+    from agentloop._cli.printmode import with_context
+
+    text = with_context(prompt, piped)
+    if not text.strip():
+        raise ConfigurationError("-p needs a prompt: an argument, or text piped to stdin")
+    return text
 
 
 def _run(
@@ -102,31 +165,94 @@ def _run(
     model: Model | AsyncModel,
     fetch: Fetch | None,
     store: SessionStore,
+    lease: Lease,
     *,
     stdin: TextIO,
+    ui: TerminalUI,
 ) -> int:
     from agentloop._adapters.windows import ContextWindowResolver
-    from agentloop._agent.agent import CodingAgent
-    from agentloop._agent.shell import always_allow, never_allow
-    from agentloop._cli.consent import terminal_consent
-    from agentloop._cli.repl import run_repl
-    from agentloop._cli.ui import TerminalUI
-    from agentloop._core.compacter import CompactionSettings
+    from agentloop._cli.resume import orientation, resolve_start
+    from agentloop._cli.ui import indicator
     from sessions import default_store_path
 
-    tty = stdin.isatty()
     workspace = (options.workspace or Path.cwd()).resolve()
+    first = _message(options, stdin)
+    start = resolve_start(
+        store,
+        resume=options.resume,
+        continue_latest=options.continue_latest,
+        workspace=workspace,
+    )
+    if start.session_id is not None:
+        lease.check(start.session_id)
     resolver = ContextWindowResolver(
         fetch=fetch, cache_path=default_store_path().parent / "models.json"
     )
     limits = resolver.resolve(options.model_name, options.context_window)
     if limits.warning:
         print(f"agentloop: warning: {limits.warning}", file=sys.stderr)
-    approve = always_allow if options.yes else (terminal_consent() if tty else never_allow)
-    settings = CompactionSettings(enabled=options.compaction, threshold=options.threshold)
-    ui = TerminalUI(sys.stdout, sys.stderr, tty=tty)
-    resume_id = _resolve_start(options, store, workspace)
-    agent = CodingAgent(
+    agent = _build_agent(options, model, store, workspace, limits, start, stdin, ui)
+    _check_window(agent, limits.context_window, limits.source)
+    lease.attach(agent.loop)
+    if start.session_id is not None:
+        lease.acquire(start.session_id)
+    lease.keep(lambda: agent.session_id if agent.loop.saved else None)
+    enabled = agent.compacter.settings.enabled
+    if start.session_id is not None and options.output_format == "text":
+        context = indicator(agent.loop.context(), enabled=enabled)
+        for line in orientation(
+            store, start, agent.loop.messages, here=workspace, context_line=context
+        ):
+            print(line, file=sys.stderr)
+
+    def kept() -> bool:
+        """A new session whose model never answered is not kept (nothing worth resuming)."""
+        return agent.loop.saved and (start.session_id is not None or ui.replies > 0)
+
+    try:
+        if options.print_mode:
+            from agentloop._cli.printmode import run_print
+
+            assert first is not None
+            code = run_print(agent, ui, first, output_format=options.output_format, kept=kept)
+        else:
+            code = _interactive(options, agent, ui, stdin, first, kept, lease)
+    finally:
+        _forget_if_empty(agent, store, start, kept, lease)
+    if code and options.print_mode and kept():
+        sid = agent.session_id[:8]
+        print(
+            f"(session {sid} is saved; continue with `agentloop --resume {sid}`)", file=sys.stderr
+        )
+    return code
+
+
+def _build_agent(
+    options: AgentOptions,
+    model: Model | AsyncModel,
+    store: SessionStore,
+    workspace: Path,
+    limits: ModelLimits,
+    start: Start,
+    stdin: TextIO,
+    ui: TerminalUI,
+) -> CodingAgent:
+    from agentloop._agent.agent import CodingAgent
+    from agentloop._agent.shell import always_allow, never_allow
+    from agentloop._core.compacter import CompactionSettings
+
+    if options.yes:
+        approve: Callable[[str], bool] = always_allow
+    elif stdin.isatty():
+        from agentloop._cli.consent import terminal_consent
+
+        terminal = _terminal(stdin)
+        approve = terminal_consent(
+            terminal.read_line, sys.stderr, before_asking=terminal.take_pending
+        )
+    else:
+        approve = never_allow
+    return CodingAgent(
         model=model,
         model_name=options.model_name,
         workspace=workspace,
@@ -134,31 +260,112 @@ def _run(
         context_window=limits.context_window,
         max_output_tokens=limits.max_output_tokens,
         window_source=limits.source,
-        settings=settings,
+        settings=CompactionSettings(enabled=options.compaction, threshold=options.threshold),
         approve=approve,
         events=ui,
-        resume_id=resume_id,
-    )
-    if resume_id is not None:
-        count = len(agent.loop.messages)
-        print(f"Resuming session {resume_id[:8]} ({count} messages)", file=sys.stderr)
-    return run_repl(
-        agent,
-        ui,
-        prompt=options.prompt,
-        stdin=stdin,
-        tty=tty,
-        echo_input=options.echo_input,
+        resume_id=start.session_id,
     )
 
 
-def _resolve_start(options: AgentOptions, store: SessionStore, workspace: Path) -> str | None:
-    """The session to continue (its newest descendant), or None for a new session."""
-    if options.resume is not None:
-        return store.newest_descendant(store.resolve_id(options.resume)).id
-    if options.continue_latest:
-        latest = store.list_sessions(workspace=str(workspace), limit=1)
-        if not latest:
-            raise AgentloopError(f"no session to continue in {workspace}")
-        return store.newest_descendant(latest[0].id).id
-    return None
+_TERMINALS: dict[int, TerminalInput] = {}
+
+
+def _terminal(stdin: TextIO) -> TerminalInput:
+    """One :class:`TerminalInput` per terminal (the consent and the read loop share it)."""
+    from agentloop._cli.terminal import TerminalInput
+
+    fd = stdin.fileno()
+    if fd not in _TERMINALS:
+        _TERMINALS[fd] = TerminalInput(fd)
+    return _TERMINALS[fd]
+
+
+def _check_window(agent: CodingAgent, window: int, source: str) -> None:
+    """Refuse a window that the system prompt and tools alone (nearly) fill."""
+    fixed = agent.compacter.fixed_tokens(agent.loop.system, agent.loop.tool_definitions)
+    needed = fixed + MIN_CONVERSATION_TOKENS
+    if window < needed:
+        what = "--context-window" if source == "override" else f"the context window ({source})"
+        raise ConfigurationError(
+            f"{what} of {window:,} tokens is too small: the system prompt and tool definitions "
+            f"alone take about {fixed:,}; give at least {needed:,}"
+        )
+
+
+def _interactive(
+    options: AgentOptions,
+    agent: CodingAgent,
+    ui: TerminalUI,
+    stdin: TextIO,
+    first: str | None,
+    kept: Callable[[], bool],
+    lease: Lease,
+) -> int:
+    from agentloop._cli.editor import PipeReader, Reader
+    from agentloop._cli.repl import Repl
+
+    tty = stdin.isatty()
+    repl: Repl
+    if tty:
+        import signal
+
+        from agentloop._cli.editor import history_path, terminal_reader
+
+        # Ended from outside: unwind, so the terminal gets its echo back and the lease goes.
+        signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+        signal.signal(signal.SIGHUP, lambda signum, frame: sys.exit(128 + signum))
+        from sessions import default_store_path
+
+        terminal = _terminal(stdin)
+        # The prompt is drawn where the user sees it, even with one stream redirected.
+        screen = sys.stderr if sys.stderr.isatty() or not sys.stdout.isatty() else sys.stdout
+        reader: Reader = terminal_reader(
+            history=history_path(default_store_path().parent), output=screen
+        )
+        repl = Repl(
+            agent,
+            ui,
+            reader,
+            busy=terminal.busy,
+            kept_input=terminal.kept,
+            show_context=True,
+            kept=kept,
+        )
+        banner = f"agentloop · {agent.workspace} · /help for commands and keys"
+        print(banner, file=sys.stderr)
+    else:
+        repl = Repl(agent, ui, PipeReader(stdin), echo_input=options.echo_input, kept=kept)
+        repl.show_context = options.echo_input
+    repl.after_turn = lambda: lease.follow(agent.session_id if agent.loop.saved else None)
+    if tty:
+        from agentloop._cli.startup import prewarm
+
+        prewarm(tokenizer=False)
+    code = repl.run(first)
+    if tty and kept():
+        sid = agent.session_id[:8]
+        print(
+            f"Session {sid} saved · continue with `agentloop --continue` "
+            f"or `agentloop --resume {sid}`",
+            file=sys.stderr,
+        )
+    return code
+
+
+def _forget_if_empty(
+    agent: CodingAgent,
+    store: SessionStore,
+    start: Start,
+    kept: Callable[[], bool],
+    lease: Lease,
+) -> None:
+    """A run that created a session whose model never answered (auth, 404, refused connection)
+    leaves nothing behind: no 1-message session for ``--continue`` to find."""
+    if kept() or not agent.loop.saved or start.session_id is not None:
+        return
+    from sessions import SessionError
+
+    with contextlib.suppress(SessionError):  # it stays: --continue skips it all the same
+        if store.get_session(agent.session_id).parent_id is None:  # never a compacted one
+            lease.release()  # a leased session cannot be deleted
+            store.delete_session(agent.session_id)

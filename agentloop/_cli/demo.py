@@ -20,6 +20,8 @@ from agentloop.testing import Reply, ScriptedModel, text_reply, tool_call, tool_
 # The system prompt and tool definitions alone take about 2,000 tokens: at 4,500 the scripted
 # session compacts automatically twice (between tool rounds), then once more on /compact.
 DEMO_WINDOW = 4500
+REMOVE_COMMAND = "agentloop sessions delete {root} --lineage --yes"
+"""The demo's last line: the one command that removes every session it stored."""
 
 CALC = '''\
 """A tiny calculator library."""
@@ -200,10 +202,10 @@ What was the original bug?
 
 
 def run_demo() -> int:
-    """Run the scripted session; print the lineage tree at the end."""
+    """Run the scripted session; print the lineage tree, then the command that removes it."""
     from agentloop._cli.app import AgentOptions, run_session
-    from agentloop._cli.sessions import tree_command
-    from sessions import open_store
+    from agentloop._cli.listing import tree_command
+    from agentloop._cli.store import open_cli_store
 
     workspace = Path(tempfile.mkdtemp(prefix="agentloop-demo-"))
     try:
@@ -226,13 +228,19 @@ def run_demo() -> int:
             echo_input=True,
         )
         code = run_session(options, model, fetch=None, stdin=io.StringIO(INPUT))
-        with open_store() as store:
+        with open_cli_store() as store:
             latest = store.list_sessions(workspace=str(workspace.resolve()), limit=1)
             if latest:
+                root = store.lineage(latest[0].id)[0].id[:8]
                 print("\n$ agentloop sessions tree", latest[0].id[:8], file=sys.stderr)
                 sys.stderr.flush()
                 tree_command(store, sys.stdout, latest[0].id)
                 sys.stdout.flush()
+                print(
+                    "\nThe demo's sessions are in your session store. To remove them:\n"
+                    f"  {REMOVE_COMMAND.format(root=root)}",
+                    file=sys.stderr,
+                )
         return code
     finally:
         shutil.rmtree(workspace, ignore_errors=True)

@@ -1,5 +1,9 @@
 """The ``agentloop`` command line: parses, calls, prints errors. Nothing heavy at import.
 
+``agentloop [options] [PROMPT]`` runs the agent; ``agentloop sessions …`` and ``agentloop demo``
+are commands. A first word that is not a command is the prompt, so the two parsers are chosen
+by looking at the first positional argument.
+
 The commands live in their own modules, imported only when they run: the agent's composition
 root (:mod:`agentloop._cli.app`), the sessions commands (:mod:`agentloop._cli.sessions`) and the
 demo (:mod:`agentloop._cli.demo`). None of them imports this module back.
@@ -10,7 +14,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from agentloop._core.validation import (
     DEFAULT_MODEL,
@@ -24,6 +28,16 @@ if TYPE_CHECKING:
     from agentloop._cli.app import AgentOptions
 
 EXIT_USAGE = 2
+COMMANDS = ("sessions", "demo")
+LATEST = object()
+"""``--resume`` given without an id: the latest conversation here."""
+
+ENVIRONMENT = (
+    ("ANTHROPIC_API_KEY", "the API key (or ANTHROPIC_AUTH_TOKEN for a bearer token)"),
+    ("ANTHROPIC_BASE_URL", "a compatible Messages API server instead of Anthropic's"),
+    ("AGENTLOOP_STORE", "the session store: a path, sqlite:///PATH or postgresql://… (--store)"),
+    ("AGENTLOOP_HOME", "where the default store, input history and model cache live"),
+)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -32,28 +46,127 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"agentloop: error: {message}\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    from agentloop._cli import sessions as _cli_sessions
+class _Version(argparse.Action):
+    """``--version``: the installed version, looked up only when asked."""
 
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, help="print the version and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any, **kwargs: Any) -> None:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            number = version("agentloop")
+        except PackageNotFoundError:
+            number = "unknown"
+        sys.stdout.write(f"agentloop {number}\n")
+        parser.exit(0)
+
+
+def _epilog() -> str:
+    from agentloop._cli.repl import KEYS_HELP, SLASH_COMMANDS
+
+    lines = [
+        "commands:",
+        "  sessions ...             list, show, tree, export, delete, prune and copy sessions",
+        "  demo                     an offline scripted session that shows compaction",
+        "",
+        "slash commands (interactive):",
+        *(f"  {usage:<23}  {text}" for usage, text in SLASH_COMMANDS),
+        "",
+        KEYS_HELP,
+        "",
+        "environment:",
+        *(f"  {name:<23}  {text}" for name, text in ENVIRONMENT),
+        "",
+        "examples:",
+        '  agentloop "fix the failing test"      start with a first message',
+        '  git diff | agentloop -p "review this" one answer, piped input as context',
+        "  agentloop -c                          continue the latest conversation here",
+    ]
+    return "\n".join(lines)
+
+
+def build_parser(*, commands: bool = False) -> argparse.ArgumentParser:
+    """The agent's parser (``agentloop [options] [PROMPT]``), or with ``commands`` the parser of
+    ``agentloop sessions …`` / ``agentloop demo``."""
     parser = _Parser(
         prog="agentloop",
+        usage="agentloop [options] [PROMPT]\n       agentloop {sessions,demo} ...",
         description="A coding agent whose long conversations compact at safe points "
         "and continue under a child session.",
+        epilog=_epilog(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_agent_options(parser)
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    _cli_sessions.add_parser(commands)
-    commands.add_parser(
+    if not commands:
+        parser.add_argument(
+            "prompt",
+            nargs="?",
+            metavar="PROMPT",
+            help="the first message (interactive), or with -p the only one",
+        )
+        return parser
+    from agentloop._cli import sessions as _cli_sessions
+
+    subcommands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    _cli_sessions.add_parser(subcommands)
+    subcommands.add_parser(
         "demo",
         help="an offline scripted session that shows compaction (no API key needed)",
         description="Run a scripted coding session offline: real tools in a temporary "
-        "directory, a small context window, compactions, and the session lineage at the end.",
+        "directory, a small context window, compactions, and the session lineage at the end. "
+        "Its sessions go to your store; its last line prints the command that removes them.",
     )
     return parser
 
 
 def add_agent_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--model", default=None, help=f"Claude model (default {DEFAULT_MODEL})")
+    parser.add_argument("--version", action=_Version)
+    parser.add_argument(
+        "-p",
+        "--print",
+        dest="print_mode",
+        action="store_true",
+        help="one turn, print only the final answer, exit; text piped to stdin is added to "
+        "the prompt as context",
+    )
+    parser.add_argument(
+        "--output-format",
+        choices=("text", "json", "stream-json"),
+        default=None,
+        help="with -p: text (default), json (one result object) or stream-json (one JSON "
+        "event per line)",
+    )
+    start = parser.add_mutually_exclusive_group()
+    start.add_argument(
+        "-c",
+        "--continue",
+        dest="continue_latest",
+        action="store_true",
+        help="continue the latest conversation of this workspace",
+    )
+    start.add_argument(
+        "-r",
+        "--resume",
+        nargs="?",
+        const=LATEST,
+        default=None,
+        metavar="ID",
+        help="resume a session (id or unique prefix; without ID the latest here) at its "
+        "newest descendant",
+    )
+    parser.add_argument(
+        "-m", "--model", default=None, help=f"Claude model (default {DEFAULT_MODEL})"
+    )
+    parser.add_argument(
+        "--store",
+        metavar="URL",
+        default=None,
+        help="the session store: a path, sqlite:///PATH or postgresql://… "
+        "(default $AGENTLOOP_STORE, else sessions.db in $AGENTLOOP_HOME)",
+    )
+    parser.add_argument("--yes", action="store_true", help="run shell commands without asking")
     parser.add_argument(
         "--disable-compaction",
         action="store_true",
@@ -70,26 +183,6 @@ def add_agent_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--context-window", type=_window, default=None, metavar="N", help="override the window"
     )
-    start = parser.add_mutually_exclusive_group()
-    start.add_argument(
-        "--resume",
-        nargs="?",
-        const="",
-        default=None,
-        metavar="ID",
-        help="resume a session (id or unique prefix; default the latest here) at its newest "
-        "descendant",
-    )
-    start.add_argument(
-        "--continue",
-        dest="continue_latest",
-        action="store_true",
-        help="continue the latest session of this workspace",
-    )
-    parser.add_argument(
-        "-p", "--print", dest="prompt", metavar="PROMPT", help="one turn, then exit"
-    )
-    parser.add_argument("--yes", action="store_true", help="run shell commands without asking")
 
 
 def _threshold(text: str) -> float:
@@ -109,12 +202,32 @@ def _window(text: str) -> int:
         ) from None
 
 
+def first_positional(parser: argparse.ArgumentParser, argv: Sequence[str]) -> str | None:
+    """The first argument that is neither an option nor an option's value."""
+    actions = {name: action for action in parser._actions for name in action.option_strings}
+    index = 0
+    while index < len(argv):
+        token = argv[index]
+        if token == "--":
+            return argv[index + 1] if index + 1 < len(argv) else None
+        if not token.startswith("-") or token == "-":
+            return token
+        action = actions.get(token)
+        if action is not None and "=" not in token and action.nargs != 0:
+            following = argv[index + 1] if index + 1 < len(argv) else None
+            if action.nargs != "?" or (following is not None and not following.startswith("-")):
+                index += 1
+        index += 1
+    return None
+
+
 def agent_options(args: argparse.Namespace) -> AgentOptions:
     """The parsed agent options as the composition root's typed value."""
     from agentloop._cli.app import AgentOptions
 
-    # `--resume` without an id (or with an empty one) means the latest session here.
-    resume: str | None = args.resume or None
+    if args.output_format is not None and not args.print_mode:
+        raise ConfigurationError("--output-format needs -p (it formats the one answer)")
+    resume = None if args.resume is LATEST else args.resume
     return AgentOptions(
         model_name=args.model or DEFAULT_MODEL,
         context_window=args.context_window,
@@ -123,22 +236,50 @@ def agent_options(args: argparse.Namespace) -> AgentOptions:
         if args.compaction_threshold is None
         else args.compaction_threshold,
         resume=resume,
-        continue_latest=args.continue_latest or args.resume == "",
+        continue_latest=args.continue_latest or args.resume is LATEST,
         prompt=args.prompt,
+        print_mode=args.print_mode,
+        output_format=args.output_format or "text",
         yes=args.yes,
+        store=args.store,
     )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """The ``agentloop`` console script; returns the exit code."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    """The ``agentloop`` console script; returns the exit code.
+
+    Run as the program (no ``argv``), it ends the process itself once its output is flushed:
+    tearing down the SDK's and pydantic's thousands of objects would take another half second
+    after the work is done, and a background import nobody waited for would be waited for.
+    """
+    code = _main(argv)
+    if argv is None:
+        _exit_now(code)
+    return code
+
+
+def _exit_now(code: int) -> None:
+    import contextlib
+    import os
+
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):  # a reader that left, a closed stream
+            stream.flush()
+    os._exit(code)
+
+
+def _main(argv: Sequence[str] | None) -> int:
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    agent_parser = build_parser()
+    command = first_positional(agent_parser, arguments)
+    parser = build_parser(commands=True) if command in COMMANDS else agent_parser
+    args = parser.parse_args(arguments)
     try:
-        if args.command == "sessions":
+        if getattr(args, "command", None) == "sessions":
             from agentloop._cli.sessions import run
 
             return run(args)
-        if args.command == "demo":
+        if getattr(args, "command", None) == "demo":
             from agentloop._cli.demo import run_demo
 
             return run_demo()

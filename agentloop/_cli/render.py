@@ -1,36 +1,29 @@
-"""Text for the ``agentloop sessions`` commands: times, tables, stored messages as terminal text
-and as Markdown, store values as JSON-ready data. Pure functions; nothing here reads the store.
+"""Text for the ``agentloop sessions`` commands: times, tables that fit the terminal, store values
+as JSON-ready data. Pure functions; nothing here reads the store (messages as text and Markdown
+are in :mod:`agentloop._cli.markup`).
 
 Imports nothing heavy (no pydantic, no store) so that the sessions commands stay fast.
 """
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, TextIO
-
-from agentloop._core.blocks import BlockRenderer, tool_result_text
-from agentloop._core.messages import Usage
+from typing import TYPE_CHECKING, NamedTuple, TextIO
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
-    from sessions import CompactionEntry, StoredMessage
+    from sessions import CompactionEntry
 
-SHOW_BLOCK_CHARS = 2000
-SHOW_BLOCK_LINES = 25
-
-ContentBlock = Mapping[str, Any]
-"""A stored content block, as the Messages API takes it (JSON)."""
 
 # ---------------------------------------------------------------------------- JSON
 
 
 def print_json(value: object, out: TextIO) -> None:
+    import json
+
     json.dump(value, out, ensure_ascii=False, indent=2)
     out.write("\n")
 
@@ -100,17 +93,93 @@ def table(rows: Sequence[Sequence[str]], *, right: Iterable[int] = ()) -> list[s
     return lines
 
 
+class Column(NamedTuple):
+    """A column of :func:`fit_table`: ``flex`` columns shrink (cut with …) down to
+    ``min_width``; columns with ``drop`` > 0 are left out when even that does not fit, the
+    highest first; ``keep_end`` cuts from the left (paths)."""
+
+    name: str
+    right: bool = False
+    flex: bool = False
+    min_width: int = 0
+    drop: int = 0
+    keep_end: bool = False
+
+
+def cut(text: str, width: int, *, keep_end: bool = False) -> str:
+    """``text`` in at most ``width`` characters, ``…`` marking what was cut."""
+    if len(text) <= width:
+        return text
+    if width <= 1:
+        return "…"[:width]
+    return "…" + text[len(text) - width + 1 :] if keep_end else text[: width - 1] + "…"
+
+
+def fit_table(
+    columns: Sequence[Column], rows: Sequence[Sequence[str]], width: int | None
+) -> list[str]:
+    """Rows under a header, in at most ``width`` columns (None: as wide as the cells)."""
+    active = list(range(len(columns)))
+
+    def natural(i: int) -> int:
+        return max([len(columns[i].name), *(len(row[i]) for row in rows)])
+
+    while True:
+        widths = {i: natural(i) for i in active}
+        if width is None or sum(widths.values()) + 2 * (len(active) - 1) <= width:
+            break
+        least = {
+            i: min(widths[i], columns[i].min_width) if columns[i].flex else widths[i]
+            for i in active
+        }
+        spare = width - sum(least.values()) - 2 * (len(active) - 1)
+        droppable = [i for i in active if columns[i].drop]
+        if spare < 0 and droppable:
+            active.remove(max(droppable, key=lambda i: columns[i].drop))
+            continue
+        for i in active:
+            if columns[i].flex:
+                extra = min(widths[i] - least[i], max(spare, 0))
+                widths[i] = least[i] + extra
+                spare -= extra
+        break
+    lines = []
+    for row in [[c.name for c in columns], *rows]:
+        cells = []
+        for i in active:
+            column = columns[i]
+            cell = cut(row[i], widths[i], keep_end=column.keep_end)
+            cells.append(cell.rjust(widths[i]) if column.right else cell.ljust(widths[i]))
+        lines.append(fit("  ".join(cells).rstrip(), width))
+    return lines
+
+
 def fit(line: str, width: int | None) -> str:
     if width is None or len(line) <= width:
         return line
     return line[: max(width - 1, 0)] + "…"
 
 
+def fit_keeping_end(line: str, end: str, width: int | None) -> str:
+    """``line`` then ``end``, cutting ``line`` (not ``end``) to fit ``width``."""
+    if not end:
+        return fit(line, width)
+    if width is None or len(line) + 2 + len(end) <= width:
+        return f"{line}  {end}"
+    return f"{cut(line, max(width - len(end) - 2, 1))}  {end}"
+
+
 def terminal_width(out: TextIO) -> int | None:
     # Only a person at a terminal wants lines cut to fit; pipes get everything.
     if not out.isatty():
         return None
-    return shutil.get_terminal_size((100, 24)).columns
+    columns = os.environ.get("COLUMNS", "")
+    if columns.isdigit() and int(columns) > 0:
+        return int(columns)
+    try:
+        return os.get_terminal_size(out.fileno()).columns
+    except (OSError, ValueError):
+        return 100
 
 
 def compaction_note(entry: CompactionEntry) -> str:
@@ -120,134 +189,3 @@ def compaction_note(entry: CompactionEntry) -> str:
     elif entry.tokens_before is not None:
         note += f" ({entry.tokens_before:,} tokens before)"
     return f"{note} by {entry.strategy}"
-
-
-# ---------------------------------------------------------------------------- messages as text
-
-
-def message_heading(message: StoredMessage) -> str:
-    parts = [f"#{message.seq} {message.role}", when(message.created_at)]
-    usage = Usage.from_mapping(message.usage)
-    if usage is not None:
-        parts.append(f"{usage.prompt_tokens:,} in / {usage.output_tokens:,} out tokens")
-    elif message.token_estimate is not None:
-        parts.append(f"~{message.token_estimate:,} tokens")
-    flags = [key for key in ("pinned",) if message.metadata.get(key)]
-    kind = message.metadata.get("kind")
-    if isinstance(kind, str):
-        flags.append(kind)
-    if flags:
-        parts.append(", ".join(flags))
-    return "── " + " · ".join(parts)
-
-
-def indent(text: str) -> str:
-    return "\n".join("   " + line if line else "" for line in text.splitlines() or [""])
-
-
-def _truncate(text: str, limit: bool) -> str:
-    if not limit:
-        return text
-    lines = text.splitlines()
-    cut = "\n".join(lines[:SHOW_BLOCK_LINES])
-    cut = cut[:SHOW_BLOCK_CHARS]
-    if cut == text:
-        return text
-    hidden = len(text) - len(cut)
-    return f"{cut}\n… {hidden:,} more characters (agentloop sessions export shows everything)"
-
-
-class _ShowBlock(BlockRenderer[str]):
-    """A content block for ``sessions show``; ``limit`` cuts long ones."""
-
-    def __init__(self, limit: bool) -> None:
-        self.limit = limit
-
-    def text(self, text: str, block: ContentBlock) -> str:
-        return text
-
-    def tool_use(self, name: str, tool_input: Any, call_id: str, block: ContentBlock) -> str:
-        arguments = json.dumps(tool_input, ensure_ascii=False)
-        return _truncate(f"→ {name} ({call_id}) {arguments}", self.limit)
-
-    def tool_result(
-        self, items: list[ContentBlock], call_id: str, is_error: bool, block: ContentBlock
-    ) -> str:
-        error = " ERROR" if is_error else ""
-        return _truncate(f"← result ({call_id}){error}\n{tool_result_text(block)}", self.limit)
-
-    def thinking(self, text: str, block: ContentBlock) -> str:
-        return _truncate(f"(thinking) {text}", self.limit)
-
-    def redacted_thinking(self, data: str, block: ContentBlock) -> str:
-        return "(redacted thinking)"
-
-    def image(self, block: ContentBlock) -> str:
-        return _media("image", block)
-
-    def document(self, block: ContentBlock) -> str:
-        return _media("document", block)
-
-    def other(self, kind: str, block: ContentBlock) -> str:
-        return _truncate(f"[{kind}] {json.dumps(dict(block), ensure_ascii=False)}", self.limit)
-
-
-def _media(kind: str, block: ContentBlock) -> str:
-    source = block.get("source")
-    described = (
-        source.get("media_type") or source.get("type") if isinstance(source, Mapping) else ""
-    )
-    return f"[{kind}{': ' + str(described) if described else ''}]"
-
-
-def render_block(block: ContentBlock, *, limit: bool) -> str:
-    """A content block for ``sessions show``; ``limit`` cuts long ones."""
-    return _ShowBlock(limit).render(block)
-
-
-# ---------------------------------------------------------------------------- messages as Markdown
-
-
-def fence(text: str, info: str = "") -> str:
-    # A fence longer than any backtick run inside, so the content cannot close it.
-    longest = run = 0
-    for char in text:
-        run = run + 1 if char == "`" else 0
-        longest = max(longest, run)
-    ticks = "`" * max(3, longest + 1)
-    return f"{ticks}{info}\n{text}\n{ticks}"
-
-
-class _MarkdownBlock(BlockRenderer[str]):
-    """A content block for ``sessions export`` (Markdown)."""
-
-    def text(self, text: str, block: ContentBlock) -> str:
-        return text
-
-    def tool_use(self, name: str, tool_input: Any, call_id: str, block: ContentBlock) -> str:
-        arguments = json.dumps(tool_input, ensure_ascii=False, indent=2)
-        return f"**Tool call** `{name}` (`{call_id}`)\n\n{fence(arguments, 'json')}"
-
-    def tool_result(
-        self, items: list[ContentBlock], call_id: str, is_error: bool, block: ContentBlock
-    ) -> str:
-        error = " — error" if is_error else ""
-        return f"**Tool result** (`{call_id}`){error}\n\n{fence(tool_result_text(block))}"
-
-    def thinking(self, text: str, block: ContentBlock) -> str:
-        quoted = "\n".join("> " + line for line in text.splitlines())
-        return f"> *Thinking*\n>\n{quoted}"
-
-    def redacted_thinking(self, data: str, block: ContentBlock) -> str:
-        return "> *Thinking (redacted)*"
-
-    def other(self, kind: str, block: ContentBlock) -> str:
-        return fence(json.dumps(dict(block), ensure_ascii=False, indent=2), "json")
-
-
-_MARKDOWN = _MarkdownBlock()
-
-
-def markdown_block(block: ContentBlock) -> str:
-    """A content block for ``sessions export`` (Markdown)."""
-    return _MARKDOWN.render(block)

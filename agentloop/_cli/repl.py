@@ -1,4 +1,4 @@
-"""The read loop: one user turn per line (or one ``-p`` prompt), and the slash commands.
+"""The read loop: one message per prompt (a terminal) or per line (a pipe), and the slash commands.
 
 Light at import (the slash-command table is plain data, e.g. for ``--help``): the terminal UI,
 the store and the agent are imported where they are used.
@@ -6,97 +6,144 @@ the store and the agent are imported where they are used.
 
 from __future__ import annotations
 
+import contextlib
+import difflib
 import sys
-from collections.abc import Callable
-from typing import TYPE_CHECKING, TextIO
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from agentloop._errors import AgentloopError
 
 if TYPE_CHECKING:
     from agentloop._agent.agent import CodingAgent
+    from agentloop._cli.editor import Reader
     from agentloop._cli.ui import TerminalUI
 
 SLASH_COMMANDS: tuple[tuple[str, str], ...] = (
     ("/compact [instructions]", "compact the conversation now (instructions guide the summary)"),
     ("/context", "context usage, where compaction triggers, the window and its source"),
-    ("/sessions", "sessions of this workspace"),
+    ("/sessions", "conversations of this workspace"),
     ("/help", "this help"),
-    ("/exit", "leave (the session is saved; continue later with --continue)"),
+    ("/exit, /quit", "leave (the session is saved; continue later with --continue)"),
 )
 """Usage and one line of help for each slash command, in the order ``/help`` lists them."""
 
-HELP_TEXT = "Commands:\n" + "\n".join(f"  {usage:<23}  {text}" for usage, text in SLASH_COMMANDS)
+KEYS_HELP = (
+    "Keys: Enter sends · \\ then Enter, or Alt-Enter: a new line · a paste is one message\n"
+    "      ↑ history · Ctrl-C clears the line (twice on an empty line: quit) · Ctrl-D quits"
+)
+HELP_TEXT = (
+    "Commands:\n"
+    + "\n".join(f"  {usage:<23}  {text}" for usage, text in SLASH_COMMANDS)
+    + "\n"
+    + KEYS_HELP
+)
 EXIT_COMMANDS = frozenset({"/exit", "/quit"})
 
 
-def run_repl(
-    agent: CodingAgent,
-    ui: TerminalUI,
-    *,
-    prompt: str | None,
-    stdin: TextIO,
-    tty: bool,
-    echo_input: bool,
-) -> int:
-    """Run ``prompt`` as the only turn, or read turns from ``stdin`` until end of input or
-    ``/exit``. Returns 1 if a turn failed, else 0."""
-    from agentloop._cli.ui import indicator
+@dataclass
+class Repl:
+    """One run of the read loop over ``agent``."""
 
-    failures = 0
-    enabled = agent.compacter.settings.enabled
+    agent: CodingAgent
+    ui: TerminalUI
+    reader: Reader
+    busy: Callable[[], AbstractContextManager[None]] = contextlib.nullcontext
+    """Wraps each turn (the terminal's quiet mode while the agent works)."""
+    kept_input: Callable[[], str] = str
+    """What was typed ahead and taken out of the way of a question: the next prompt's text."""
+    echo_input: bool = False
+    show_context: bool = False
+    kept: Callable[[], bool] = lambda: True
+    """Whether the session is kept (a new session whose model never answered is not)."""
+    after_turn: Callable[[], None] = lambda: None
+    """Called after every turn (the lease follows a session created by the first message)."""
+    failures: int = 0
+    history: list[str] = field(default_factory=list)
 
-    def turn(text: str) -> None:
-        nonlocal failures
-        try:
-            agent.run_turn(text)
-        except AgentloopError as error:
-            failures += 1
-            ui.on_reply(None)
-            print(f"agentloop: error: {error}", file=sys.stderr)
-            print(f"(session {agent.session_id[:8]} is saved; you can continue)", file=sys.stderr)
-        except KeyboardInterrupt:
-            ui.on_reply(None)
-            print("\n(interrupted; the session is saved)", file=sys.stderr)
-        if tty or echo_input:
-            print(indicator(agent.loop.context(), enabled=enabled), file=sys.stderr)
+    def run(self, first: str | None = None) -> int:
+        """Run ``first`` (if any), then read messages until the user is done. Returns 1 if a
+        turn failed, else 0."""
+        if first:
+            self.handle(first)
+        while True:
+            text = self.reader.read(self.kept_input())
+            if text is None:
+                break
+            if not self.handle(text):
+                break
+        return 1 if self.failures else 0
 
-    if prompt is not None:
-        turn(prompt)
-        return 1 if failures else 0
-    if tty:
-        banner = f"agentloop · {agent.workspace} · session {agent.session_id[:8]} · /help"
-        print(banner, file=sys.stderr)
-    while True:
-        try:
-            line = input("› ") if tty else stdin.readline()
-        except (EOFError, KeyboardInterrupt):
-            break
-        if not tty and line == "":
-            break
+    def handle(self, line: str) -> bool:
+        """One message or slash command; False means exit."""
         text = line.strip()
         if not text:
-            continue
-        if echo_input:
+            return True
+        if self.echo_input:
             print(f"\n› {text}", file=sys.stderr)
-        if text.startswith("/"):
-            if not slash(agent, text):
-                break
-            continue
-        turn(text)
-    return 1 if failures else 0
+        command = text.split(None, 1)[0]
+        if command.startswith("/"):
+            if command in EXIT_COMMANDS:
+                return False
+            if command in _HANDLERS or _looks_like_command(command):
+                with self._working():
+                    slash(self.agent, text)
+                return True
+        with self._working():
+            self.ui.begin_turn()
+            try:
+                self.agent.run_turn(text)
+            finally:
+                self.after_turn()
+        if self.show_context:
+            from agentloop._cli.ui import indicator
+
+            enabled = self.agent.compacter.settings.enabled
+            print(indicator(self.agent.loop.context(), enabled=enabled), file=sys.stderr)
+        return True
+
+    @contextlib.contextmanager
+    def _working(self) -> Iterator[None]:
+        """Errors of a turn or a command become a line; Ctrl-C returns to the prompt."""
+        from sessions import SessionError
+
+        try:
+            with self.busy():
+                yield
+        except (AgentloopError, SessionError) as error:
+            self.failures += 1
+            self.ui.end_turn()
+            print(f"agentloop: error: {error}", file=sys.stderr)
+            if isinstance(error, AgentloopError) and self.agent.loop.saved and self.kept():
+                print(
+                    f"(session {self.agent.session_id[:8]} is saved; you can continue)",
+                    file=sys.stderr,
+                )
+        except KeyboardInterrupt:
+            self.ui.interrupted()
+            print("(interrupted)", file=sys.stderr)
+        finally:
+            self.ui.end_turn()
 
 
-def slash(agent: CodingAgent, text: str) -> bool:
-    """Run a slash command line; False means exit."""
+def _looks_like_command(word: str) -> bool:
+    # "/usr/bin/env is broken" is a message, "/contxt" a mistyped command.
+    return "/" not in word[1:] and word[1:].isalpha()
+
+
+def slash(agent: CodingAgent, text: str) -> None:
+    """Run a slash command line (not /exit)."""
     command, _, rest = text.partition(" ")
-    if command in EXIT_COMMANDS:
-        return False
     handler = _HANDLERS.get(command)
     if handler is None:
-        print(f"unknown command {command}; /help lists the commands", file=sys.stderr)
-    else:
-        handler(agent, rest.strip())
-    return True
+        names = [*_HANDLERS, *EXIT_COMMANDS]
+        close = difflib.get_close_matches(command, names, n=1, cutoff=0.5)
+        guess = f"; did you mean {close[0]}?" if close else ""
+        print(f"unknown command {command}{guess} (/help lists the commands)", file=sys.stderr)
+        return
+    handler(agent, rest.strip())
 
 
 def _help(agent: CodingAgent, rest: str) -> None:
@@ -118,7 +165,8 @@ def _compact(agent: CodingAgent, rest: str) -> None:
 
 
 def _sessions(agent: CodingAgent, rest: str) -> None:
-    from agentloop._cli.sessions import current_workspace, list_command
+    from agentloop._cli.listing import list_command
+    from agentloop._cli.sessions import current_workspace
     from sessions import SessionError
 
     try:

@@ -1,9 +1,9 @@
-"""``agentloop sessions list|show|tree|export``: read the session store, print.
+"""``agentloop sessions list|show|tree|export|delete|prune|copy``: the session store, by hand.
 
-Each sub-command is a function of an open store and an output stream (``list_command``,
-``show_command``, ``tree_command``, ``export_command``), so the REPL and the demo call them
-directly; :func:`run` maps the parsed command line onto them. The text itself is made in
-:mod:`agentloop._cli.render`.
+The reading commands (:mod:`agentloop._cli.listing`, :mod:`agentloop._cli.transcript`) open
+the store read-only: they never create or write one ("no sessions yet" when there is none).
+:func:`run` maps the parsed command line onto them; ``delete`` and ``prune`` ask before they
+delete unless ``--yes``; ``copy`` moves everything to another store.
 
 Imports nothing heavy at module level (``agentloop --help`` builds this parser) and never imports
 ``anthropic``: the store and pydantic are loaded inside :func:`run`.
@@ -13,27 +13,31 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from collections.abc import Callable
-from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Literal, TextIO, TypeVar
+from datetime import timedelta
+from typing import TYPE_CHECKING, TextIO, TypeVar
 
-from agentloop._cli import render
+from agentloop._cli.listing import DEFAULT_LIMIT
 from agentloop._core.validation import parse_positive_int
-from agentloop._errors import ConfigurationError
+from agentloop._errors import AgentloopError, ConfigurationError
 
 if TYPE_CHECKING:
-    from sessions import Session, SessionStore
+    from sessions import SessionStore
 
 EXIT_OK = 0
 EXIT_USAGE = 2
-DEFAULT_LIMIT = 50
 _STORE_HELP = (
-    "the session store file (default: $AGENTLOOP_HOME/sessions.db, else the user data dir)"
+    "the session store: a path, sqlite:///PATH or postgresql://… (default $AGENTLOOP_STORE, "
+    "else sessions.db in $AGENTLOOP_HOME or the user data dir)"
 )
+_DURATION = re.compile(r"^\s*(\d+)\s*([mhdw])\s*$")
+_UNITS = {"m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+READING = frozenset({None, "list", "show", "tree", "export", "copy"})
 
-ExportFormat = Literal["markdown", "json"]
 P = TypeVar("P", bound=argparse.ArgumentParser)
+Command = Callable[["SessionStore", TextIO], None]
 
 
 def _limit(text: str) -> int:
@@ -48,25 +52,51 @@ def _limit(text: str) -> int:
         ) from None
 
 
+def parse_duration(text: str) -> timedelta:
+    """``30d``, ``12h``, ``2w``, ``90m``."""
+    match = _DURATION.match(text)
+    if match is None or int(match.group(1)) == 0:
+        raise argparse.ArgumentTypeError(
+            f"invalid duration {text!r}: expected a number and a unit, e.g. 30d, 12h, 2w, 90m"
+        )
+    return timedelta(**{_UNITS[match.group(2)]: int(match.group(1))})
+
+
+def _store_option(command: argparse.ArgumentParser) -> None:
+    # Also after the sub-command; SUPPRESS keeps a value given earlier on the line.
+    command.add_argument("--store", metavar="URL", default=argparse.SUPPRESS, help=_STORE_HELP)
+
+
+def _ids(command: argparse.ArgumentParser, what: str) -> None:
+    command.add_argument("id", metavar="ID", help=f"{what} (id or unique prefix, 4+ characters)")
+
+
 def add_parser(subparsers: argparse._SubParsersAction[P]) -> P:
     """Add ``sessions`` and its sub-commands to the ``agentloop`` parser."""
     parser = subparsers.add_parser(
         "sessions",
-        help="list, show, tree and export stored sessions",
-        description="Inspect stored sessions. A compacted session continues in a child "
-        "session; both are kept. IDs may be given as a unique prefix of 4+ characters.",
+        help="list, show, tree, export, delete, prune and copy stored sessions",
+        description="Inspect and manage stored sessions. A compacted conversation continues "
+        "in a child session; both are kept. IDs may be given as a unique prefix of 4+ "
+        "characters.",
     )
-    parser.add_argument("--store", metavar="PATH", default=None, help=_STORE_HELP)
+    _store_option(parser)
     parser.set_defaults(
-        sessions_command=None, workspace=None, all=False, limit=DEFAULT_LIMIT, json=False
+        sessions_command=None,
+        workspace=None,
+        all=False,
+        limit=DEFAULT_LIMIT,
+        json=False,
+        all_generations=False,
     )
     commands = parser.add_subparsers(dest="sessions_command", metavar="SUBCOMMAND")
 
     listing = commands.add_parser(
         "list",
-        help="sessions of this workspace, most recently updated first (the default)",
-        description="List sessions, most recently updated first. By default only those of "
-        "the current directory's workspace.",
+        help="conversations of this workspace, most recent first (the default)",
+        description="List conversations, most recently active first: one row each, its newest "
+        "session (where --resume continues) and its generation (1: never compacted). By "
+        "default only those of the current directory's workspace.",
     )
     _store_option(listing)
     where = listing.add_mutually_exclusive_group()
@@ -75,11 +105,16 @@ def add_parser(subparsers: argparse._SubParsersAction[P]) -> P:
     )
     where.add_argument("--all", action="store_true", help="sessions of every workspace")
     listing.add_argument(
+        "--all-generations",
+        action="store_true",
+        help="one row per session: every generation of every conversation",
+    )
+    listing.add_argument(
         "--limit",
         metavar="N",
         type=_limit,
         default=DEFAULT_LIMIT,
-        help=f"show at most N sessions (default {DEFAULT_LIMIT}; 0 = all)",
+        help=f"show at most N rows (default {DEFAULT_LIMIT}; 0 = all)",
     )
     listing.add_argument("--json", action="store_true", help="print a JSON array")
 
@@ -87,14 +122,15 @@ def add_parser(subparsers: argparse._SubParsersAction[P]) -> P:
         "show", help="a session and its messages", description="Show a session."
     )
     _store_option(show)
-    show.add_argument("id", metavar="ID", help="session id or unique prefix (4+ characters)")
+    _ids(show, "the session")
     show.add_argument("--json", action="store_true", help="print one JSON object")
 
     tree = commands.add_parser(
         "tree",
-        help="a session's lineage with compaction notes",
-        description="Show the lineage (root and all descendants) of a session as a tree. "
-        "Without ID: the most recently updated lineage of the current workspace.",
+        help="a conversation's lineage with compaction notes",
+        description="Show the lineage (root and all descendants) of a session: a chain of "
+        "compactions as a list, indented where it forks. Without ID: the most recent "
+        "conversation of the current workspace.",
     )
     _store_option(tree)
     tree.add_argument("id", metavar="ID", nargs="?", help="any session of the lineage")
@@ -106,32 +142,75 @@ def add_parser(subparsers: argparse._SubParsersAction[P]) -> P:
         description="Print a session's complete transcript to stdout.",
     )
     _store_option(export)
-    export.add_argument("id", metavar="ID", help="session id or unique prefix (4+ characters)")
+    _ids(export, "the session")
     export.add_argument(
         "--format",
         choices=("markdown", "json"),
         default="markdown",
         help="markdown (default) or json (the same object as `show --json`)",
     )
+
+    delete = commands.add_parser(
+        "delete",
+        help="delete a session (a leaf) or, with --lineage, its whole conversation",
+        description="Delete a session that no later generation continues, or with --lineage "
+        "every session of its conversation. Asks first unless --yes.",
+    )
+    _store_option(delete)
+    _ids(delete, "the session")
+    delete.add_argument(
+        "--lineage", action="store_true", help="delete the whole conversation ID belongs to"
+    )
+    delete.add_argument("--yes", action="store_true", help="do not ask")
+
+    prune = commands.add_parser(
+        "prune",
+        help="delete conversations not used for a while",
+        description="Delete whole conversations whose last activity is older than the given "
+        "age (every workspace unless --workspace). Asks first unless --yes.",
+    )
+    _store_option(prune)
+    prune.add_argument(
+        "--older-than",
+        metavar="AGE",
+        type=parse_duration,
+        required=True,
+        help="e.g. 30d, 12h, 2w, 90m",
+    )
+    prune.add_argument("--workspace", metavar="DIR", help="only conversations of this directory")
+    prune.add_argument("--yes", action="store_true", help="do not ask")
+
+    copy = commands.add_parser(
+        "copy",
+        help="copy every session to another store (e.g. PostgreSQL)",
+        description="Copy every conversation of the store (--store, else the default) to "
+        "the store at --to, idempotently: what the target already holds is kept.",
+    )
+    _store_option(copy)
+    copy.add_argument("--to", metavar="URL", required=True, help="the target store")
     return parser
-
-
-def _store_option(command: argparse.ArgumentParser) -> None:
-    # Each sub-command also takes --store (after it); SUPPRESS keeps the parent's value.
-    command.add_argument("--store", metavar="PATH", default=argparse.SUPPRESS, help=_STORE_HELP)
 
 
 def run(args: argparse.Namespace) -> int:
     """Run a parsed ``sessions`` sub-command. User errors: one line on stderr, exit code 2."""
-    from sessions import SessionError, open_store
+    from agentloop._cli.store import NoStoreYet, open_cli_store
+    from sessions import SessionError
 
     out = sys.stdout
-    command = _command(args)
+    name: str | None = args.sessions_command
+    location: str | None = getattr(args, "store", None)
     try:
-        with open_store(args.store) as store:
+        command = _command(args)
+        with open_cli_store(location, read_only=name in READING) as store:
             command(store, out)
             out.flush()
-    except SessionError as error:
+    except NoStoreYet:
+        if name in (None, "list", "tree", "prune"):
+            out.write("No sessions yet.\n")
+            return EXIT_OK
+        print("agentloop: error: no sessions yet (there is no session store)", file=sys.stderr)
+        return EXIT_USAGE
+    except (SessionError, AgentloopError) as error:
         print(f"agentloop: error: {error}", file=sys.stderr)
         return EXIT_USAGE
     except BrokenPipeError:
@@ -142,22 +221,43 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _command(args: argparse.Namespace) -> Callable[[SessionStore, TextIO], None]:
+def _command(args: argparse.Namespace) -> Command:
     """The parsed sub-command as a call on an open store and the output stream."""
+    from agentloop._cli import listing, transcript
+
     name: str | None = args.sessions_command
     as_json: bool = args.json
     if name is None or name == "list":
         workspace = None if args.all else current_workspace(args.workspace)
         limit = None if args.limit == 0 else args.limit
-        return lambda store, out: list_command(
-            store, out, workspace=workspace, limit=limit, as_json=as_json
+        return lambda store, out: listing.list_command(
+            store,
+            out,
+            workspace=workspace,
+            limit=limit,
+            as_json=as_json,
+            all_generations=args.all_generations,
         )
     if name == "show":
-        return lambda store, out: show_command(store, out, args.id, as_json=as_json)
+        return lambda store, out: transcript.show_command(store, out, args.id, as_json=as_json)
     if name == "tree":
-        return lambda store, out: tree_command(store, out, args.id, as_json=as_json)
+        here = current_workspace()
+        return lambda store, out: listing.tree_command(
+            store, out, args.id, workspace=here, as_json=as_json
+        )
     if name == "export":
-        return lambda store, out: export_command(store, out, args.id, format=args.format)
+        return lambda store, out: transcript.export_command(store, out, args.id, format=args.format)
+    if name == "delete":
+        return lambda store, out: delete_command(
+            store, out, args.id, lineage=args.lineage, yes=args.yes
+        )
+    if name == "prune":
+        workspace = current_workspace(args.workspace) if args.workspace else None
+        return lambda store, out: prune_command(
+            store, out, older_than=args.older_than, workspace=workspace, yes=args.yes
+        )
+    if name == "copy":
+        return lambda store, out: copy_command(store, out, args.to)
     raise AssertionError(f"unknown sessions command {name!r}")
 
 
@@ -168,221 +268,102 @@ def current_workspace(directory: str | None = None) -> str:
     return workspace_key(directory)
 
 
-# ---------------------------------------------------------------------------- list
+# ---------------------------------------------------------------------------- delete / prune
 
 
-def list_command(
+def confirm(question: str, *, yes: bool) -> bool:
+    """``--yes``, or the user's "y" on a terminal; without a terminal, a one-line error."""
+    if yes:
+        return True
+    if not sys.stdin.isatty():
+        raise AgentloopError("not deleting without confirmation: add --yes (no terminal to ask)")
+    sys.stderr.write(f"{question} [y/N] ")
+    sys.stderr.flush()
+    try:
+        answer = input()
+    except EOFError:
+        return False
+    return answer.strip().lower() in ("y", "yes")
+
+
+def delete_command(
+    store: SessionStore, out: TextIO, ref: str, *, lineage: bool = False, yes: bool = False
+) -> None:
+    """Delete a leaf session, or (``lineage``) every session of its conversation."""
+    from agentloop._cli import render
+
+    session = store.get_session(ref)
+    if lineage:
+        members = store.lineage(session.id)
+        count = sum(member.message_count for member in members)
+        question = (
+            f"Delete conversation {members[0].id[:8]}: "
+            f"{render.plural(len(members), 'session')}, {render.plural(count, 'message')}?"
+        )
+    else:
+        children = store.children(session.id)
+        if children:
+            raise AgentloopError(
+                f"session {session.id[:8]} continues in "
+                f"{render.plural(len(children), 'later session')}; "
+                "--lineage deletes the whole conversation"
+            )
+        title = f' "{render.one_line(session.title)}"' if session.title else ""
+        question = (
+            f"Delete session {session.id[:8]}{title} "
+            f"({render.plural(session.message_count, 'message')})?"
+        )
+    if not confirm(question, yes=yes):
+        out.write("Nothing deleted.\n")
+        return
+    deleted = store.delete_session(session.id, lineage=lineage)
+    out.write(f"Deleted {render.plural(deleted, 'session')}.\n")
+
+
+def _age(delta: timedelta) -> str:
+    if delta.days and not delta.seconds:
+        return f"{delta.days} day{'s' if delta.days != 1 else ''}"
+    hours = delta.total_seconds() / 3600
+    return f"{hours:g} hours" if hours >= 1 else f"{delta.total_seconds() / 60:g} minutes"
+
+
+def prune_command(
     store: SessionStore,
     out: TextIO,
     *,
-    workspace: str | None,
-    limit: int | None = DEFAULT_LIMIT,
-    as_json: bool = False,
+    older_than: timedelta,
+    workspace: str | None = None,
+    yes: bool = False,
 ) -> None:
-    """Sessions of ``workspace`` (every workspace if None), most recently updated first."""
-    sessions = store.list_sessions(workspace=workspace, limit=limit)
-    if as_json:
-        render.print_json([render.plain(session) for session in sessions], out)
+    """Delete every conversation not active for ``older_than``."""
+    from agentloop._cli import render
+
+    where = "every workspace" if workspace is None else workspace
+    question = f"Delete every conversation not active in the last {_age(older_than)} ({where})?"
+    if not confirm(question, yes=yes):
+        out.write("Nothing deleted.\n")
         return
-    if not sessions:
-        where = "any workspace" if workspace is None else workspace
-        hint = "" if workspace is None else " (--all lists every workspace)"
-        out.write(f"No sessions in {where}{hint}.\n")
-        return
-    now = datetime.now(UTC)
-    header = ["ID", "PARENT", "STATUS", "MSGS", "MODEL", "UPDATED"]
-    if workspace is None:
-        header.append("WORKSPACE")
-    header.append("TITLE")
-    rows = [header]
-    for session in sessions:
-        row = [
-            session.id[:8],
-            session.parent_id[:8] if session.parent_id else "-",
-            session.status,
-            f"{session.message_count:,}",
-            session.model,
-            render.ago(session.updated_at, now),
-        ]
-        if workspace is None:
-            row.append(render.home_short(session.workspace))
-        row.append(render.one_line(session.title) if session.title else "-")
-        rows.append(row)
-    width = render.terminal_width(out)
-    for line in render.table(rows, right=[3]):
-        out.write(render.fit(line, width) + "\n")
-    if limit is not None and len(sessions) == limit:
-        total = store.count_sessions(workspace=workspace)
-        if total > limit:
-            out.write(f"({limit:,} of {total:,} shown; --limit 0 shows all)\n")
+    deleted = store.prune(older_than=older_than, workspace=workspace)
+    out.write(f"Deleted {render.plural(deleted, 'session')}.\n")
 
 
-# ---------------------------------------------------------------------------- show / export
+# ---------------------------------------------------------------------------- copy
 
 
-def _show_object(store: SessionStore, session: Session) -> dict[str, object]:
-    messages = store.get_messages(session.id)
-    record = store.get_compaction_record(session.id)
-    history = store.compaction_history(session.id)
-    data = render.plain(session)
-    data["children"] = [child.id for child in store.children(session.id)]
-    data["newest_descendant"] = store.newest_descendant(session.id).id
-    data["messages"] = [
-        {
-            "role": message.role,
-            "content": message.content,
-            "seq": message.seq,
-            "created_at": render.iso(message.created_at),
-            "token_estimate": message.token_estimate,
-            "usage": message.usage,
-            "metadata": message.metadata,
-        }
-        for message in messages
-    ]
-    compaction = render.plain(record)
-    compaction["history"] = [render.plain(entry) for entry in history]
-    data["compaction"] = compaction
-    return data
+def copy_command(store: SessionStore, out: TextIO, target: str) -> None:
+    """Copy everything in ``store`` to the store at ``target``; print what was done."""
+    from agentloop._cli.store import open_cli_store
+    from sessions import copy_store
 
-
-def show_command(store: SessionStore, out: TextIO, ref: str, *, as_json: bool = False) -> None:
-    """A session (id or unique prefix) and its messages, long blocks cut."""
-    session = store.get_session(ref)
-    if as_json:
-        render.print_json(_show_object(store, session), out)
-        return
-    now = datetime.now(UTC)
-    children = store.children(session.id)
-    record = store.get_compaction_record(session.id)
-    status: str = session.status
-    if session.status == "compacted":
-        head = store.newest_descendant(session.id)
-        if head.id != session.id:
-            status += f" (continues in {head.id[:8]})"
-    fields = [
-        ("Session", session.id),
-        ("Title", session.title or "-"),
-        ("Status", status),
-        ("Parent", session.parent_id or "-"),
-        ("Children", ", ".join(child.id[:8] for child in children) or "-"),
-        ("Model", session.model),
-        ("Workspace", session.workspace),
-        ("Created", render.when(session.created_at)),
-        ("Updated", f"{render.when(session.updated_at)} ({render.ago(session.updated_at, now)})"),
-        ("Messages", f"{session.message_count:,}"),
-    ]
-    if record.compaction_count:
-        last = render.when(record.last_compacted_at) if record.last_compacted_at else "-"
-        count = render.plural(record.compaction_count, "compaction")
-        fields.append(("Compaction", f"{count} in this lineage, last {last}"))
-    width = max(len(name) for name, _ in fields)
-    for name, value in fields:
-        out.write(f"{name.ljust(width)}  {value}\n")
-    for message in store.get_messages(session.id):
-        out.write("\n" + render.message_heading(message) + "\n")
-        for block in message.content:
-            out.write(render.indent(render.render_block(block, limit=True)) + "\n")
-
-
-def export_command(
-    store: SessionStore, out: TextIO, ref: str, *, format: ExportFormat = "markdown"
-) -> None:
-    """A session's complete transcript: Markdown, or the object of ``show --json``."""
-    session = store.get_session(ref)
-    if format == "json":
-        render.print_json(_show_object(store, session), out)
-        return
-    title = session.title or f"Session {session.id[:8]}"
-    out.write(f"# {render.one_line(title)}\n\n")
-    meta = [
-        ("Session", f"`{session.id}`"),
-        ("Parent", f"`{session.parent_id}`" if session.parent_id else "-"),
-        ("Status", session.status),
-        ("Model", f"`{session.model}`"),
-        ("Workspace", f"`{session.workspace}`"),
-        ("Created", render.when(session.created_at)),
-        ("Updated", render.when(session.updated_at)),
-        ("Messages", f"{session.message_count:,}"),
-    ]
-    for name, value in meta:
-        out.write(f"- **{name}:** {value}\n")
-    for message in store.get_messages(session.id):
-        role = "User" if message.role == "user" else "Assistant"
-        out.write(f"\n## {message.seq + 1}. {role}\n")
-        for block in message.content:
-            out.write("\n" + render.markdown_block(block) + "\n")
-
-
-# ---------------------------------------------------------------------------- tree
-
-
-def tree_command(
-    store: SessionStore, out: TextIO, ref: str | None = None, *, as_json: bool = False
-) -> None:
-    """The lineage of ``ref`` (default: the latest of the current workspace) as a tree."""
-    if ref is None:
-        latest = store.list_sessions(workspace=current_workspace(), limit=1)
-        if not latest:
-            if as_json:
-                render.print_json(None, out)
-            else:
-                out.write(f"No sessions in {current_workspace()}.\n")
-            return
-        anchor = latest[0]
-    else:
-        anchor = store.get_session(ref)
-    lineage = store.lineage(anchor.id)
-    history = store.compaction_history(anchor.id)
-    resume = store.newest_descendant(anchor.id).id
-    created_by = {entry.child_id: entry for entry in history if entry.child_id}
-    in_place: dict[str, int] = {}
-    for entry in history:
-        if entry.child_id is None:
-            in_place[entry.parent_id] = in_place.get(entry.parent_id, 0) + 1
-    by_parent: dict[str | None, list[Session]] = {}
-    for session in lineage:
-        by_parent.setdefault(session.parent_id, []).append(session)
-    root = lineage[0]
-
-    if as_json:
-
-        def node(session: Session) -> dict[str, object]:
-            data = render.plain(session)
-            entry = created_by.get(session.id)
-            data["compaction"] = render.plain(entry) if entry else None
-            data["resume"] = session.id == resume
-            data["children"] = [node(child) for child in by_parent.get(session.id, [])]
-            return data
-
-        render.print_json(node(root), out)
-        return
-
-    width = render.terminal_width(out)
-    members = {s.id for s in lineage}
-
-    def describe(session: Session) -> str:
-        parts = [session.id[:8], session.status, render.plural(session.message_count, "msg")]
-        entry = created_by.get(session.id)
-        if entry is not None:
-            parts.append(render.compaction_note(entry))
-        if in_place.get(session.id):
-            parts.append(f"(+{render.plural(in_place[session.id], 'no-op compaction')})")
-        if session.parent_id is None or session.parent_id not in members:
-            parts.append(f'"{render.one_line(session.title)}"' if session.title else "")
-            parts.append(session.model)
-        marks = []
-        if session.id == anchor.id and ref is not None:
-            marks.append("◀ this")
-        if session.id == resume:
-            marks.append("◀ resume continues here")
-        return "  ".join(part for part in parts + marks if part)
-
-    def walk(session: Session, prefix: str, last: bool, top: bool) -> None:
-        branch = "" if top else ("└── " if last else "├── ")
-        out.write(render.fit(prefix + branch + describe(session), width) + "\n")
-        kids = by_parent.get(session.id, [])
-        deeper = prefix if top else prefix + ("    " if last else "│   ")
-        for index, child in enumerate(kids):
-            walk(child, deeper, index == len(kids) - 1, False)
-
-    walk(root, "", True, True)
+    with open_cli_store(target) as destination:
+        report = copy_store(store, destination)
+    copied = ", ".join(
+        f"{copied:,} {kind} copied ({present:,} already there)"
+        for kind, copied, present in (
+            ("sessions", report.sessions_copied, report.sessions_present),
+            ("messages", report.messages_copied, report.messages_present),
+            ("compactions", report.compactions_copied, report.compactions_present),
+        )
+    )
+    shown = re.sub(r"(://[^:/@]+):[^@]*@", r"\1:***@", target)  # never print a password
+    out.write(f"Copied {report.lineages:,} conversations to {shown}: {copied}.\n")

@@ -1,19 +1,23 @@
-"""The terminal face of a running agent: replies, tool activity, the compaction spinner and
+"""The terminal face of a running agent: replies, tool activity, the spinners and the compaction
 notices (:class:`TerminalUI`), the after-turn context line and the ``/context`` report."""
 
 from __future__ import annotations
 
-import threading
 from typing import TYPE_CHECKING, Any, TextIO
 
+from agentloop._cli.spinner import Spinner
 from agentloop._loop.agent_loop import LoopEvents
 
 if TYPE_CHECKING:
     from agentloop._agent.agent import CodingAgent
     from agentloop._core.context import CompactionDecision
+    from agentloop._core.messages import Usage
     from agentloop._core.model import ModelResponse
     from agentloop._core.results import CompactionTransition
     from agentloop._core.tool import ToolResult
+
+THINKING = "Thinking…"
+COMPACTING = "Compacting conversation…"
 
 
 def notice(transition: CompactionTransition) -> str:
@@ -27,78 +31,110 @@ def notice(transition: CompactionTransition) -> str:
 
 
 class TerminalUI(LoopEvents):
-    """Replies to ``out``; notices, tool activity and the spinner to ``err``."""
+    """Replies to ``out``; notices, tool activity and the spinners to ``err``.
 
-    def __init__(self, out: TextIO, err: TextIO, *, tty: bool) -> None:
+    ``stream`` shows the reply as it arrives (interactive); without it nothing of the reply is
+    written here and the caller prints the final answer once it is stored (``-p``). The spinner
+    runs only when ``tty``; every write stops it first, and :meth:`interrupted` stops it after
+    Ctrl-C, so it never outlives the work it stands for.
+    """
+
+    def __init__(self, out: TextIO, err: TextIO, *, tty: bool, stream: bool = True) -> None:
         self.out = out
         self.err = err
         self.tty = tty
+        self.stream = stream
+        self.spinner = Spinner(err, enabled=tty)
+        self.replies = 0
+        """How many model replies were received (a run whose model never answered stores
+        nothing worth keeping)."""
+        self.usage: list[Usage] = []
         self._wrote_text = False
-        self._spinner: threading.Event | None = None
+
+    # -- a turn ------------------------------------------------------------------------------
+
+    def begin_turn(self) -> None:
+        """The request is on its way: show that something happens until the first token."""
+        self.usage = []
+        self.spinner.start(THINKING)
+
+    def end_turn(self) -> None:
+        """The turn ended (any way): no spinner, the reply's line closed."""
+        self.spinner.stop()
+        self._end_line()
+
+    def interrupted(self) -> None:
+        """Ctrl-C during a turn or a compaction."""
+        self.end_turn()
+
+    def on_retry(self, attempt: int, limit: int, reason: str) -> None:
+        """The model call failed and is tried again (connection refused, overloaded...)."""
+        self._say(f"  retrying ({attempt}/{limit}): {reason}")
+        self.spinner.start(THINKING)
+
+    # -- the loop's events -------------------------------------------------------------------
 
     def on_text(self, delta: str) -> None:
+        if not self.stream:
+            return
+        self.spinner.stop()
         self.out.write(delta)
         self.out.flush()
         self._wrote_text = True
 
     def on_reply(self, response: ModelResponse | None) -> None:
         """End the streamed reply's line (also called with None after a failed turn)."""
-        if self._wrote_text:
-            self.out.write("\n")
-            self.out.flush()
-            self._wrote_text = False
+        if response is not None:
+            self.replies += 1
+            self.usage.append(response.usage)
+        self.spinner.stop()
+        self._end_line()
 
     # Tool inputs are the model's JSON arguments: the loop's events type them so.
     def on_tool_call(self, name: str, tool_input: dict[str, Any]) -> None:
         detail = next(
             (str(tool_input[k]) for k in ("command", "path", "pattern") if k in tool_input), ""
         )
-        self.err.write(f"  ⏺ {name}{f' {detail[:80]}' if detail else ''}\n")
-        self.err.flush()
+        detail = " ".join(detail.split())
+        self._say(f"  ⏺ {name}{f' {detail[:80]}' if detail else ''}")
 
     def on_tool_result(self, name: str, tool_input: dict[str, Any], result: ToolResult) -> None:
         if result.is_error:
             first = result.content.strip().splitlines()[0] if result.content.strip() else "error"
-            self.err.write(f"    ✗ {first[:160]}\n")
-            self.err.flush()
+            self._say(f"    ✗ {first[:160]}")
+        # The next model call starts now.
+        self.spinner.start(THINKING)
 
     def on_compaction_start(self, decision: CompactionDecision) -> None:
-        if not self.tty:
-            return
-        stop = threading.Event()
-        self._spinner = stop
-
-        def spin() -> None:
-            frames = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
-            index = 0
-            while not stop.wait(0.1):
-                self.err.write(f"\r{frames[index % len(frames)]} Compacting conversation…")
-                self.err.flush()
-                index += 1
-            self.err.write("\r\033[K")
-            self.err.flush()
-
-        threading.Thread(target=spin, daemon=True).start()
-
-    def _stop_spinner(self) -> None:
-        if self._spinner is not None:
-            self._spinner.set()
-            self._spinner = None
+        self._end_line()
+        self.spinner.start(COMPACTING)
 
     def on_transition(self, transition: CompactionTransition) -> None:
-        self._stop_spinner()
-        self.err.write(notice(transition) + "\n")
-        for warning in transition.summary.warnings:
-            self.err.write(f"  warning: {warning}\n")
+        lines = [notice(transition)]
+        lines += [f"  warning: {warning}" for warning in transition.summary.warnings]
         if transition.summary.fallback_reason:
-            reason = transition.summary.fallback_reason
-            self.err.write(f"  note: summary built without a model: {reason}\n")
-        self.err.flush()
+            lines.append(
+                f"  note: summary built without a model: {transition.summary.fallback_reason}"
+            )
+        self._say("\n".join(lines))
+        self.spinner.start(THINKING)
 
     def on_compaction_skipped(self, reason: str) -> None:
-        self._stop_spinner()
-        self.err.write(f"Compaction skipped: {reason}\n")
+        self._say(f"Compaction skipped: {reason}")
+
+    # -- writing -----------------------------------------------------------------------------
+
+    def _say(self, line: str) -> None:
+        self.spinner.stop()
+        self._end_line()
+        self.err.write(line + "\n")
         self.err.flush()
+
+    def _end_line(self) -> None:
+        if self._wrote_text:
+            self.out.write("\n")
+            self.out.flush()
+            self._wrote_text = False
 
 
 def indicator(decision: CompactionDecision | None, *, enabled: bool) -> str:

@@ -30,7 +30,7 @@ from agentloop._core.validation import DEFAULT_MAX_TOKENS
 from agentloop._errors import AgentloopError, IncompleteReplyError, PromptTooLongError
 from agentloop._loop.compacter import ConversationCompacter
 from agentloop._loop.drive import Runtime, adrive, drive
-from sessions import SessionStore
+from sessions import Lease, SessionStore
 
 
 class ContextFullError(AgentloopError):
@@ -143,6 +143,16 @@ class AgentLoop:
         self.session_id = session_id or self.runtime.new_session_id()
 
     # -- public API --------------------------------------------------------------------------
+
+    @property
+    def lease(self) -> Lease | None:
+        """This writer's lease on the session, carried by every write (a compaction moves it to
+        the child). Set it after taking one with ``store.acquire_lease``."""
+        return self.runtime.lease
+
+    @lease.setter
+    def lease(self, lease: Lease | None) -> None:
+        self.runtime.lease = lease
 
     @property
     def saved(self) -> bool:

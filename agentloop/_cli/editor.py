@@ -1,0 +1,187 @@
+"""Reading the user's messages: a line editor on a terminal, one line per message from a pipe.
+
+On a terminal (prompt_toolkit): line editing, history (↑) kept across runs, a bracketed paste is
+one message, ``\\`` at the end of a line or Alt-Enter starts a new line, Ctrl-C clears the line
+(on an empty line it arms, and a second Ctrl-C quits), Ctrl-D on an empty line quits.
+
+From a pipe: one message per line, bytes that are not UTF-8 replaced (never a crash).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, BinaryIO, Protocol, TextIO
+
+if TYPE_CHECKING:
+    from prompt_toolkit import PromptSession
+    from prompt_toolkit.styles import BaseStyle
+
+PROMPT = "› "
+QUIT_HINT = "Press Ctrl-C again to quit (Ctrl-D or /exit also quit)"
+HISTORY_FILE = "history"
+
+
+class Reader(Protocol):
+    """Where messages come from; ``read`` returns None when the user is done."""
+
+    def read(self, default: str = "") -> str | None: ...
+
+
+def clean_text(text: str) -> str:
+    """``text`` as valid UTF-8: lone surrogates (undecodable bytes) become U+FFFD."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        pass
+    try:
+        raw = text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        raw = text.encode("utf-8", "replace")
+    return raw.decode("utf-8", "replace")
+
+
+class PipeReader:
+    """One message per line of a stream (bytes decoded with replacement)."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._binary: BinaryIO | None = getattr(stream, "buffer", None)
+        self._text = stream
+
+    def read(self, default: str = "") -> str | None:
+        if self._binary is not None:
+            raw = self._binary.readline()
+            if not raw:
+                return None
+            return raw.decode("utf-8", "replace").rstrip("\r\n")
+        line = self._text.readline()
+        if line == "":
+            return None
+        return clean_text(line.rstrip("\r\n"))
+
+
+def history_path(directory: Path) -> Path | None:
+    """The history file (mode 0600: messages may hold secrets); None if it cannot be made."""
+    path = directory / HISTORY_FILE
+    try:
+        directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600))
+    except OSError:
+        return None
+    return path
+
+
+class _Armed:
+    """Whether the last key was a Ctrl-C that left the line empty (the next one quits)."""
+
+    def __init__(self) -> None:
+        self.on = False
+
+
+class TerminalReader:
+    """The line editor on the terminal (prompt_toolkit); prompt and editing drawn on ``output``."""
+
+    def __init__(self, *, history: Path | None, output: TextIO) -> None:
+        self._armed = _Armed()
+        self._session = _prompt_session(history, output, self._armed)
+
+    def read(self, default: str = "") -> str | None:
+        """The next message; None when the user quits (Ctrl-D on an empty line, Ctrl-C twice)."""
+        self._armed.on = False
+        try:
+            text = self._session.prompt(PROMPT, default=default)
+        except (EOFError, KeyboardInterrupt):
+            return None
+        return clean_text(text)
+
+
+class InputReader:
+    """The terminal without prompt_toolkit: ``input()`` with the same Ctrl-C/Ctrl-D rules."""
+
+    def __init__(self, output: TextIO) -> None:
+        self._output = output
+
+    def read(self, default: str = "") -> str | None:
+        armed = False
+        while True:
+            try:
+                text = input(PROMPT)
+            except EOFError:
+                return None
+            except KeyboardInterrupt:
+                if armed:
+                    return None
+                armed = True
+                self._output.write(f"\n{QUIT_HINT}\n")
+                continue
+            return clean_text(text)
+
+
+def terminal_reader(*, history: Path | None, output: TextIO) -> Reader:
+    """The line editor (prompt_toolkit), or plain ``input()`` where it is not installed."""
+    try:
+        return TerminalReader(history=history, output=output)
+    except ImportError:
+        return InputReader(output)
+
+
+def _prompt_session(history: Path | None, output: TextIO, armed: _Armed) -> PromptSession[str]:
+    from prompt_toolkit import PromptSession
+    from prompt_toolkit.formatted_text import FormattedText
+    from prompt_toolkit.history import FileHistory, InMemoryHistory
+    from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
+    from prompt_toolkit.output import create_output
+
+    bindings = KeyBindings()
+
+    @bindings.add("c-c")
+    def _interrupt(event: KeyPressEvent) -> None:
+        buffer = event.current_buffer
+        if buffer.text:
+            buffer.reset()
+            armed.on = True
+        elif armed.on:
+            event.app.exit(exception=KeyboardInterrupt())
+        else:
+            armed.on = True
+
+    @bindings.add("enter")
+    def _enter(event: KeyPressEvent) -> None:
+        buffer = event.current_buffer
+        before = buffer.document.text_before_cursor
+        if before.endswith("\\") and not buffer.document.text_after_cursor.strip():
+            buffer.delete_before_cursor(1)
+            buffer.insert_text("\n")
+            return
+        buffer.validate_and_handle()
+
+    @bindings.add("escape", "enter")
+    def _newline(event: KeyPressEvent) -> None:
+        event.current_buffer.insert_text("\n")
+
+    def placeholder() -> FormattedText:
+        return FormattedText([("class:placeholder", QUIT_HINT if armed.on else "")])
+
+    session: PromptSession[str] = PromptSession(
+        history=FileHistory(str(history)) if history is not None else InMemoryHistory(),
+        key_bindings=bindings,
+        output=create_output(stdout=output),
+        placeholder=placeholder,
+        prompt_continuation=lambda width, line, wrap: " " * width,
+        style=_style(),
+    )
+
+    # Typing after a Ctrl-C disarms it: only Ctrl-C, Ctrl-C quits.
+    def disarm(_buffer: object) -> None:
+        if session.default_buffer.text:
+            armed.on = False
+
+    session.default_buffer.on_text_changed += disarm
+    return session
+
+
+def _style() -> BaseStyle:
+    from prompt_toolkit.styles import Style
+
+    return Style.from_dict({"placeholder": "#888888"})

@@ -1,0 +1,226 @@
+"""``agentloop sessions list`` and ``agentloop sessions tree``: what is stored, at a glance.
+
+``list`` shows one row per conversation (its newest session, where resuming continues, with its
+generation); ``--all-generations`` shows every session. ``tree`` draws a lineage: a chain of
+compactions as a list, indented only where it forks, the session resume continues marked.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, TextIO
+
+from agentloop._cli import render
+from agentloop._cli.render import Column
+
+if TYPE_CHECKING:
+    from sessions import Session, SessionStore
+
+DEFAULT_LIMIT = 50
+RESUME_MARK = "◀ resume continues here"
+
+
+def _title(session: Session) -> str:
+    return render.one_line(session.title) if session.title else "-"
+
+
+def list_command(
+    store: SessionStore,
+    out: TextIO,
+    *,
+    workspace: str | None,
+    limit: int | None = DEFAULT_LIMIT,
+    as_json: bool = False,
+    all_generations: bool = False,
+) -> None:
+    """Conversations (or with ``all_generations`` every session) of ``workspace`` (every
+    workspace if None), most recently updated first."""
+    if all_generations:
+        _list_sessions(store, out, workspace=workspace, limit=limit, as_json=as_json)
+        return
+    from agentloop._cli.store import list_conversations
+
+    # One more than asked: whether there are more, without counting them all.
+    rows = list_conversations(
+        store, workspace=workspace, limit=None if limit is None else limit + 1
+    )
+    more = limit is not None and len(rows) > limit
+    rows = rows[:limit] if limit is not None else rows
+    if as_json:
+        data = []
+        for row in rows:
+            item = render.plain(row.head)
+            item.update(root_id=row.root_id, generations=row.generations, sessions=row.sessions)
+            data.append(item)
+        render.print_json(data, out)
+        return
+    if not rows:
+        out.write(_nothing_here(workspace))
+        return
+    now = datetime.now(UTC)
+    columns = [
+        Column("ID"),
+        Column("MSGS", right=True),
+        Column("GEN", right=True),
+        Column("UPDATED"),
+        Column("MODEL", drop=2),
+    ]
+    if workspace is None:
+        columns.append(Column("WORKSPACE", flex=True, min_width=16, drop=1, keep_end=True))
+    columns.append(Column("TITLE", flex=True, min_width=12))
+    table = []
+    for row in rows:
+        head = row.head
+        cells = [
+            head.id[:8],
+            f"{head.message_count:,}",
+            str(row.generations + 1),
+            render.ago(head.updated_at, now),
+            head.model,
+        ]
+        if workspace is None:
+            cells.append(render.home_short(head.workspace))
+        cells.append(_title(head))
+        table.append(cells)
+    for line in render.fit_table(columns, table, render.terminal_width(out)):
+        out.write(line + "\n")
+    if more:
+        out.write(f"({len(rows):,} most recent shown; --limit 0 shows all)\n")
+
+
+def _nothing_here(workspace: str | None) -> str:
+    if workspace is None:
+        return "No sessions yet.\n"
+    return f"No sessions in {workspace} (--all lists every workspace).\n"
+
+
+def _list_sessions(
+    store: SessionStore, out: TextIO, *, workspace: str | None, limit: int | None, as_json: bool
+) -> None:
+    sessions = store.list_sessions(workspace=workspace, limit=limit)
+    if as_json:
+        render.print_json([render.plain(session) for session in sessions], out)
+        return
+    if not sessions:
+        out.write(_nothing_here(workspace))
+        return
+    now = datetime.now(UTC)
+    columns = [
+        Column("ID"),
+        Column("PARENT", drop=3),
+        Column("STATUS"),
+        Column("MSGS", right=True),
+        Column("UPDATED"),
+        Column("MODEL", drop=2),
+    ]
+    if workspace is None:
+        columns.append(Column("WORKSPACE", flex=True, min_width=16, drop=1, keep_end=True))
+    columns.append(Column("TITLE", flex=True, min_width=12))
+    table = []
+    for session in sessions:
+        cells = [
+            session.id[:8],
+            session.parent_id[:8] if session.parent_id else "-",
+            session.status,
+            f"{session.message_count:,}",
+            render.ago(session.updated_at, now),
+            session.model,
+        ]
+        if workspace is None:
+            cells.append(render.home_short(session.workspace))
+        cells.append(_title(session))
+        table.append(cells)
+    for line in render.fit_table(columns, table, render.terminal_width(out)):
+        out.write(line + "\n")
+    if limit is not None and len(sessions) == limit:
+        total = store.count_sessions(workspace=workspace)
+        if total > limit:
+            out.write(f"({limit:,} of {total:,} shown; --limit 0 shows all)\n")
+
+
+# ---------------------------------------------------------------------------- tree
+
+
+def tree_command(
+    store: SessionStore,
+    out: TextIO,
+    ref: str | None = None,
+    *,
+    workspace: str | None = None,
+    as_json: bool = False,
+) -> None:
+    """The lineage of ``ref`` (default: the latest conversation of ``workspace``)."""
+    if ref is None:
+        from agentloop._cli.store import list_conversations
+
+        latest = list_conversations(store, workspace=workspace, limit=1)
+        if not latest:
+            if as_json:
+                render.print_json(None, out)
+            else:
+                out.write(_nothing_here(workspace))
+            return
+        anchor = latest[0].head
+    else:
+        anchor = store.get_session(ref)
+    lineage = store.lineage(anchor.id)
+    history = store.compaction_history(anchor.id)
+    resume = store.newest_descendant(anchor.id).id
+    created_by = {entry.child_id: entry for entry in history if entry.child_id}
+    in_place: dict[str, int] = {}
+    for entry in history:
+        if entry.child_id is None:
+            in_place[entry.parent_id] = in_place.get(entry.parent_id, 0) + 1
+    by_parent: dict[str | None, list[Session]] = {}
+    for session in lineage:
+        by_parent.setdefault(session.parent_id, []).append(session)
+    root = lineage[0]
+
+    if as_json:
+
+        def node(session: Session) -> dict[str, object]:
+            data = render.plain(session)
+            entry = created_by.get(session.id)
+            data["compaction"] = render.plain(entry) if entry else None
+            data["resume"] = session.id == resume
+            data["children"] = [node(child) for child in by_parent.get(session.id, [])]
+            return data
+
+        render.print_json(node(root), out)
+        return
+
+    width = render.terminal_width(out)
+    members = {s.id for s in lineage}
+
+    def describe(session: Session) -> tuple[str, str]:
+        parts = [session.id[:8], session.status, render.plural(session.message_count, "msg")]
+        if session.parent_id is None or session.parent_id not in members:
+            parts.append(f'"{render.one_line(session.title)}"' if session.title else "")
+            parts.append(session.model)
+        entry = created_by.get(session.id)
+        if entry is not None:
+            parts.append(render.compaction_note(entry))
+        if in_place.get(session.id):
+            parts.append(f"(+{render.plural(in_place[session.id], 'no-op compaction')})")
+        marks = []
+        if session.id == anchor.id and ref is not None and session.id != resume:
+            marks.append("◀ this")
+        if session.id == resume:
+            marks.append(RESUME_MARK)
+        return "  ".join(part for part in parts if part), "  ".join(marks)
+
+    def chain(session: Session, first_prefix: str, prefix: str) -> None:
+        # A run of single children is drawn as a list at one indentation; only forks indent.
+        current, lead = session, first_prefix
+        while True:
+            text, marks = describe(current)
+            out.write(render.fit_keeping_end(lead + text, marks, width) + "\n")
+            kids = by_parent.get(current.id, [])
+            if len(kids) != 1:
+                break
+            current, lead = kids[0], prefix
+        for index, kid in enumerate(kids):
+            last = index == len(kids) - 1
+            chain(kid, prefix + ("└─ " if last else "├─ "), prefix + ("   " if last else "│  "))
+
+    chain(root, "", "")

@@ -1,0 +1,130 @@
+"""Where a run starts: a new session, ``--resume ID`` or ``--continue`` (both at the newest
+descendant), and the few lines that orient the user when a conversation is resumed."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from agentloop._errors import AgentloopError
+
+if TYPE_CHECKING:
+    from agentloop._core.messages import Message
+    from sessions import SessionStore
+
+EXCERPT = 100
+
+
+@dataclass(frozen=True, slots=True)
+class Start:
+    """The session to continue (None: a new one) and the one the user named."""
+
+    session_id: str | None = None
+    requested_id: str | None = None
+    workspace: str | None = None
+    """The workspace the resumed session ran in."""
+
+
+def resolve_start(
+    store: SessionStore, *, resume: str | None, continue_latest: bool, workspace: Path
+) -> Start:
+    """``--resume ID`` or ``--continue``: the newest descendant of that conversation."""
+    from agentloop._cli.store import latest_conversation
+
+    if resume is not None:
+        requested = store.resolve_id(resume)
+    elif continue_latest:
+        latest = latest_conversation(store, str(workspace))
+        if latest is None:
+            raise AgentloopError(f"no session to continue in {workspace}")
+        requested = latest.id
+    else:
+        return Start()
+    head = store.newest_descendant(requested)
+    return Start(head.id, requested, head.workspace)
+
+
+def _text(message: Message) -> str:
+    parts = [str(block.get("text", "")) for block in message.content if block.get("type") == "text"]
+    return " ".join(" ".join(parts).split())
+
+
+def _cut(text: str, width: int = EXCERPT) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _asked(messages: Sequence[Message]) -> str:
+    for message in reversed(messages):
+        if message.role != "user":
+            continue
+        if message.summary is not None:
+            request = message.summary.request
+            if request is not None and (text := _text(request)):
+                return text
+        elif text := _text(message):
+            return text
+    return ""
+
+
+def last_exchange(
+    messages: Sequence[Message], earlier: Callable[[], Sequence[Message]] = tuple
+) -> list[str]:
+    """The last thing the user asked and the last thing the agent said, one line each;
+    ``earlier()`` gives the messages before a compaction, where the question may be."""
+    lines: list[str] = []
+    said = next(
+        (text for m in reversed(messages) if m.role == "assistant" and (text := _text(m))), ""
+    )
+    asked = _asked(messages) or _asked(earlier())
+    if asked:
+        lines.append(f"  you: {_cut(asked)}")
+    if said:
+        lines.append(f"  agentloop: {_cut(said)}")
+    return lines
+
+
+def orientation(
+    store: SessionStore,
+    start: Start,
+    messages: Sequence[Message],
+    *,
+    here: Path,
+    context_line: str,
+) -> list[str]:
+    """What a resumed run prints first: where it continues, the last exchange, the context
+    figure, and a warning when the session ran elsewhere."""
+    assert start.session_id is not None
+    head = start.session_id
+    first = f"Resuming session {head[:8]} ({len(messages)} messages)"
+    if start.requested_id is not None and start.requested_id != head:
+        generations = len(store.ancestors(head)) - len(store.ancestors(start.requested_id))
+        later = f"{generations} generation{'s' if generations != 1 else ''} later"
+        first += (
+            f" — {start.requested_id[:8]} was compacted; continuing at its newest "
+            f"descendant ({later})"
+        )
+
+    def earlier() -> list[Message]:
+        from agentloop._adapters.store import from_record
+
+        parent = store.get_session(head).parent_id
+        return [] if parent is None else [from_record(r) for r in store.get_messages(parent)]
+
+    lines = [first, *last_exchange(messages, earlier)]
+    if context_line:
+        lines.append(context_line)
+    ran_in = start.workspace
+    if ran_in is not None and ran_in != str(here):
+        if not Path(ran_in).is_dir():
+            lines.append(
+                f"warning: this session ran in {ran_in}, which no longer exists; "
+                f"tools now work in {here}"
+            )
+        else:
+            lines.append(
+                f"warning: this session ran in {ran_in}; tools now work in {here} "
+                f"(cd there to work on that project)"
+            )
+    return lines

@@ -1,0 +1,188 @@
+"""The command line's way into the session store: choosing it (``--store``, ``AGENTLOOP_STORE``),
+opening it read-only for the commands that only read, where ``--continue`` goes, and the
+session lease (one writer per session).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from agentloop._errors import AgentloopError
+
+if TYPE_CHECKING:
+    from sessions import Conversation, Session, SessionStore
+    from sessions import Lease as StoreLease
+
+LEASE_TTL = 30.0
+"""Seconds a session lease lasts unless renewed (renewed every third of it)."""
+
+
+class NoStoreYet(AgentloopError):
+    """A read-only command found no store: nothing was ever saved (nothing is created)."""
+
+    def __init__(self) -> None:
+        super().__init__("no sessions yet")
+
+
+class SessionBusyError(AgentloopError):
+    """Another agentloop process holds the session (one writer per session)."""
+
+
+def open_cli_store(location: str | None = None, *, read_only: bool = False) -> SessionStore:
+    """The store at ``location`` (a path, ``sqlite:///…`` or ``postgresql://…``; None:
+    ``$AGENTLOOP_STORE`` or the default file). ``read_only`` never creates one: it raises
+    :class:`NoStoreYet` when there is none."""
+    from sessions import StoreMissingError, open_store
+
+    try:
+        return open_store(location, read_only=read_only)
+    except StoreMissingError:
+        raise NoStoreYet() from None
+
+
+def list_conversations(
+    store: SessionStore, *, workspace: str | None, limit: int | None, offset: int = 0
+) -> list[Conversation]:
+    """Conversations (one row per lineage), the most recently active first."""
+    return store.list_conversations(workspace=workspace, limit=limit, offset=offset)
+
+
+def latest_conversation(store: SessionStore, workspace: str) -> Session | None:
+    """Where ``--continue`` goes: the newest conversation here that holds a message."""
+    offset = 0
+    while True:
+        page = list_conversations(store, workspace=workspace, limit=20, offset=offset)
+        for conversation in page:
+            if conversation.head.message_count > 0:
+                return conversation.head
+        if len(page) < 20:
+            return None
+        offset += 20
+
+
+# ---------------------------------------------------------------------------- leases
+
+
+def _busy(session_id: str, holder: str | None) -> SessionBusyError:
+    by = f" ({holder})" if holder else ""
+    return SessionBusyError(
+        f"session {session_id[:8]} is in use by another agentloop process{by}; "
+        "start a new session instead (agentloop without --resume/--continue)"
+    )
+
+
+class Lease:
+    """The session lease: taken at start or resume, renewed in a daemon thread every ttl/3,
+    moved along when the conversation continues in another session, released at exit.
+
+    Writes must carry the lease (a write without it is refused while it is live), so it is
+    only taken once :meth:`attach` found a loop that passes it on (its ``lease`` attribute);
+    until then this is a no-op.
+    """
+
+    def __init__(self, store: SessionStore, *, ttl: float = LEASE_TTL) -> None:
+        self.store = store
+        self.ttl = ttl
+        import socket
+
+        self.owner = f"pid {os.getpid()} on {socket.gethostname()}"
+        self.supported = False
+        self._holder: Any = None
+        """The loop the lease is given to (its ``lease`` attribute; see :meth:`attach`)."""
+        self._held: StoreLease | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.RLock()
+
+    def attach(self, loop: object) -> None:
+        """Give the lease to ``loop`` (``loop.lease``) from now on, if it takes one."""
+        if hasattr(loop, "lease"):
+            self.supported = True
+            self._holder = loop
+
+    @property
+    def held(self) -> StoreLease | None:
+        """The store's lease (``session_id``, ``token``...), None when none is held."""
+        return self._held
+
+    @held.setter
+    def held(self, lease: StoreLease | None) -> None:
+        self._held = lease
+        if self._holder is not None:
+            self._holder.lease = lease
+
+    @property
+    def session_id(self) -> str | None:
+        return None if self._held is None else self._held.session_id
+
+    def check(self, session_id: str) -> None:
+        """:class:`SessionBusyError` if another writer holds ``session_id`` now."""
+        live = self.store.get_lease(session_id)
+        if live is not None and live.owner != self.owner:
+            raise _busy(session_id, live.owner)
+
+    def acquire(self, session_id: str) -> None:
+        """Hold ``session_id``; :class:`SessionBusyError` if another process holds it."""
+        if not self.supported:
+            return
+        from sessions import SessionLeasedError
+
+        with self._lock:
+            try:
+                lease = self.store.acquire_lease(session_id, owner=self.owner, ttl=self.ttl)
+            except SessionLeasedError as error:
+                raise _busy(session_id, error.owner) from None
+            if self._held is not None and self.session_id != session_id:
+                self._release_held()
+            self.held = lease
+
+    def follow(self, session_id: str | None) -> None:
+        """Hold ``session_id`` once it exists (a new session, after its first message). A
+        compaction already moved the held lease to the child: renewing finds it there."""
+        if session_id is None or session_id == self.session_id or not self.supported:
+            return
+        with self._lock:
+            if self._held is not None:
+                with contextlib.suppress(Exception):
+                    self.held = self.store.renew_lease(self._held)
+                if self.session_id == session_id:
+                    return
+        with contextlib.suppress(AgentloopError):
+            self.acquire(session_id)
+
+    def keep(self, current: Callable[[], str | None]) -> None:
+        """Renew the lease every ttl/3 while the program runs; follow ``current()`` (the
+        session the conversation is in now, None while it is not stored)."""
+        if not self.supported or self._thread is not None:
+            return
+
+        def renew() -> None:
+            while not self._stop.wait(self.ttl / 3):
+                try:
+                    with self._lock:
+                        if self._held is not None:
+                            self.held = self.store.renew_lease(self._held)
+                    self.follow(current())
+                except Exception:  # a failed renewal must not end the session: tried again
+                    continue
+
+        self._thread = threading.Thread(target=renew, name="agentloop-lease", daemon=True)
+        self._thread.start()
+
+    def release(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        with self._lock:
+            self._release_held()
+
+    def _release_held(self) -> None:
+        if self._held is not None:
+            with contextlib.suppress(Exception):  # it expires on its own
+                self.store.release_lease(self._held)
+            self.held = None

@@ -1,0 +1,109 @@
+"""``agentloop sessions show`` and ``agentloop sessions export``: one session's messages.
+
+Both number messages the same way (``#1`` is the first); ``export`` writes Markdown whose own
+headings cannot collide with the messages' content, or the JSON object of ``show --json``.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Literal, TextIO
+
+from agentloop._cli import markup, render
+
+if TYPE_CHECKING:
+    from sessions import Session, SessionStore
+
+ExportFormat = Literal["markdown", "json"]
+
+
+def _show_object(store: SessionStore, session: Session) -> dict[str, object]:
+    messages = store.get_messages(session.id)
+    record = store.get_compaction_record(session.id)
+    history = store.compaction_history(session.id)
+    data = render.plain(session)
+    data["children"] = [child.id for child in store.children(session.id)]
+    data["newest_descendant"] = store.newest_descendant(session.id).id
+    data["messages"] = [
+        {
+            "role": message.role,
+            "content": message.content,
+            "seq": message.seq,
+            "created_at": render.iso(message.created_at),
+            "token_estimate": message.token_estimate,
+            "usage": message.usage,
+            "metadata": message.metadata,
+        }
+        for message in messages
+    ]
+    compaction = render.plain(record)
+    compaction["history"] = [render.plain(entry) for entry in history]
+    data["compaction"] = compaction
+    return data
+
+
+def show_command(store: SessionStore, out: TextIO, ref: str, *, as_json: bool = False) -> None:
+    """A session (id or unique prefix) and its messages, long blocks cut."""
+    session = store.get_session(ref)
+    if as_json:
+        render.print_json(_show_object(store, session), out)
+        return
+    now = datetime.now(UTC)
+    children = store.children(session.id)
+    record = store.get_compaction_record(session.id)
+    status: str = session.status
+    if session.status == "compacted":
+        head = store.newest_descendant(session.id)
+        if head.id != session.id:
+            status += f" (continues in {head.id[:8]})"
+    fields = [
+        ("Session", session.id),
+        ("Title", session.title or "-"),
+        ("Status", status),
+        ("Parent", session.parent_id or "-"),
+        ("Children", ", ".join(child.id[:8] for child in children) or "-"),
+        ("Model", session.model),
+        ("Workspace", session.workspace),
+        ("Created", render.when(session.created_at)),
+        ("Updated", f"{render.when(session.updated_at)} ({render.ago(session.updated_at, now)})"),
+        ("Messages", f"{session.message_count:,}"),
+    ]
+    if record.compaction_count:
+        last = render.when(record.last_compacted_at) if record.last_compacted_at else "-"
+        count = render.plural(record.compaction_count, "compaction")
+        fields.append(("Compaction", f"{count} in this lineage, last {last}"))
+    width = max(len(name) for name, _ in fields)
+    for name, value in fields:
+        out.write(f"{name.ljust(width)}  {value}\n")
+    for message in store.get_messages(session.id):
+        out.write("\n" + markup.message_heading(message) + "\n")
+        for block in message.content:
+            out.write(markup.indent(markup.render_block(block, limit=True)) + "\n")
+
+
+def export_command(
+    store: SessionStore, out: TextIO, ref: str, *, format: ExportFormat = "markdown"
+) -> None:
+    """A session's complete transcript: Markdown, or the object of ``show --json``."""
+    session = store.get_session(ref)
+    if format == "json":
+        render.print_json(_show_object(store, session), out)
+        return
+    title = session.title or f"Session {session.id[:8]}"
+    parts = [f"# {render.one_line(title)}\n\n"]
+    meta = [
+        ("Session", f"`{session.id}`"),
+        ("Parent", f"`{session.parent_id}`" if session.parent_id else "-"),
+        ("Status", session.status),
+        ("Model", f"`{session.model}`"),
+        ("Workspace", f"`{session.workspace}`"),
+        ("Created", render.when(session.created_at)),
+        ("Updated", render.when(session.updated_at)),
+        ("Messages", f"{session.message_count:,}"),
+    ]
+    parts.extend(f"- **{name}:** {value}\n" for name, value in meta)
+    for message in store.get_messages(session.id):
+        role = "User" if message.role == "user" else "Assistant"
+        parts.append(f"\n## {markup.number(message)} {role}\n")
+        parts.extend("\n" + markup.markdown_block(block) + "\n" for block in message.content)
+    out.write("".join(parts))

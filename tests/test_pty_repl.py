@@ -1,0 +1,386 @@
+"""The interactive agent in a real pseudo-terminal: keys, interrupts, paste, type-ahead.
+
+Each test starts ``agentloop`` in a pty as its controlling terminal (so Ctrl-C is a real SIGINT
+while the agent works, and a key while the prompt edits), against the fake Messages API on
+127.0.0.1. The model's answers are held back with events where a test needs the agent to be
+busy; nothing waits for a guessed amount of time.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import pty
+import re
+import signal
+import struct
+import subprocess
+import sys
+import termios
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fake_anthropic import FakeAnthropicServer, ReplySpec, text_reply, tool_reply
+from test_loop import is_summary_request
+
+pytest.importorskip("prompt_toolkit")
+
+REPO = Path(__file__).resolve().parents[1]
+TIMEOUT = 30.0
+ANSI = re.compile(r"\x1b(\[[0-?]*[ -/]*[@-~]|\][^\x07]*\x07|[()][0-9A-B]|[=>78])")
+# The CLI with a thread dump on SIGUSR1 (faulthandler), so a test can see which threads live.
+LAUNCH = (
+    "import faulthandler, signal, sys\n"
+    "faulthandler.register(signal.SIGUSR1, all_threads=True)\n"
+    "from agentloop._cli.main import main\n"
+    "sys.exit(main(sys.argv[1:]))\n"
+)
+
+
+def _controlling_tty() -> None:
+    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+
+class Terminal:
+    """``agentloop ARGS`` on a pty: ``send`` keys, ``expect`` what the screen shows."""
+
+    def __init__(self, args: list[str], *, cwd: Path, env: dict[str, str]) -> None:
+        master, slave = pty.openpty()
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 100, 0, 0))
+        self.master = master
+        self.tty_name = os.ttyname(slave)
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", LAUNCH, *args],
+            stdin=slave,
+            stdout=slave,
+            stderr=slave,
+            cwd=cwd,
+            env=env,
+            start_new_session=True,
+            preexec_fn=_controlling_tty,
+        )
+        os.close(slave)  # the master then reads EOF once the program has exited
+        self._raw = b""
+        self._seen = 0
+        self._changed = threading.Condition()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        while True:
+            try:
+                chunk = os.read(self.master, 65536)
+            except OSError:
+                chunk = b""
+            with self._changed:
+                if not chunk:
+                    self._raw += b"\0EOF"
+                    self._changed.notify_all()
+                    return
+                self._raw += chunk
+                self._changed.notify_all()
+
+    @property
+    def raw(self) -> str:
+        return self._raw.decode("utf-8", "replace")
+
+    @property
+    def screen(self) -> str:
+        """Everything written so far, escape sequences removed."""
+        return ANSI.sub("", self.raw).replace("\r", "")
+
+    def expect(self, pattern: str) -> str:
+        """Wait until ``pattern`` (a regex) shows after what earlier expects consumed."""
+        regex = re.compile(pattern)
+        deadline = time.monotonic() + TIMEOUT
+        with self._changed:
+            while True:
+                text = self.screen
+                found = regex.search(text, self._seen)
+                if found:
+                    self._seen = found.end()
+                    return found.group(0)
+                if text.endswith("\0EOF"):
+                    raise AssertionError(f"exited before {pattern!r}:\n{text[-3000:]}")
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise AssertionError(f"no {pattern!r} within {TIMEOUT}s:\n{text[-3000:]}")
+                self._changed.wait(left)
+
+    def prompt(self) -> None:
+        self.expect("›")
+
+    def send(self, keys: str) -> None:
+        os.write(self.master, keys.encode())
+
+    def queued_input(self) -> int:
+        """Bytes typed but not yet read by the program."""
+        fd = os.open(self.tty_name, os.O_RDWR | os.O_NOCTTY)
+        try:
+            data = fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0")
+        finally:
+            os.close(fd)
+        return int(struct.unpack("i", data)[0])
+
+    def wait(self) -> int:
+        code = self.process.wait(timeout=TIMEOUT)
+        self._reader.join(timeout=TIMEOUT)
+        return code
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(timeout=TIMEOUT)
+        os.close(self.master)
+
+
+class Model:
+    """The fake model: answers conversation requests with ``replies`` (each may first wait for
+    an event), summaries with ``summary`` (which may wait too); records every request."""
+
+    def __init__(self) -> None:
+        self.replies: list[ReplySpec | Callable[[], ReplySpec]] = []
+        self.requests: list[dict[str, Any]] = []
+        self.summary_started = threading.Event()
+        self.summary_release: threading.Event | None = None
+
+    def __call__(self, body: dict[str, Any]) -> ReplySpec:
+        if is_summary_request(body):
+            self.summary_started.set()
+            if self.summary_release is not None:
+                self.summary_release.wait(TIMEOUT)
+            return text_reply("## Goal\n- the summary")
+        self.requests.append(body)
+        reply = self.replies.pop(0) if self.replies else text_reply("ok")
+        return reply() if callable(reply) else reply
+
+    def last_text(self, index: int = -1) -> str:
+        content = self.requests[index]["messages"][-1]["content"]
+        if isinstance(content, str):
+            return content
+        return "".join(b.get("text", "") for b in content if b.get("type") == "text")
+
+
+@pytest.fixture
+def model(fake_api: FakeAnthropicServer) -> Model:
+    handler = Model()
+    fake_api.handler = handler
+    return handler
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    path = tmp_path / "project"
+    path.mkdir()
+    return path.resolve()
+
+
+@pytest.fixture
+def launch(fake_api: FakeAnthropicServer, workspace: Path) -> Iterator[Callable[..., Terminal]]:
+    terminals: list[Terminal] = []
+    env = dict(os.environ)
+    env.update(
+        ANTHROPIC_BASE_URL=fake_api.base_url,
+        ANTHROPIC_API_KEY="test-key",
+        PYTHONPATH=str(REPO),
+        TERM="xterm-256color",
+        # A pty answers no cursor-position request; without this the editor waits for one.
+        PROMPT_TOOLKIT_NO_CPR="1",
+    )
+
+    def start(*args: str) -> Terminal:
+        terminal = Terminal(list(args), cwd=workspace, env=env)
+        terminals.append(terminal)
+        return terminal
+
+    yield start
+    for terminal in terminals:
+        terminal.close()
+
+
+def test_ctrl_c_clears_the_line_and_twice_on_an_empty_line_quits(
+    launch: Callable[..., Terminal], model: Model
+) -> None:
+    model.replies.append(text_reply("hi there"))
+    term = launch()
+    term.prompt()
+    term.send("draft text")
+    term.expect("draft text")
+    term.send("\x03")
+    term.expect("Press Ctrl-C again to quit")
+    term.send("hello\r")
+    term.expect("hi there")
+    term.prompt()
+    assert [model.last_text(i) for i in range(len(model.requests))] == ["hello"]
+    term.send("\x03")
+    term.expect("Press Ctrl-C again to quit")
+    term.send("\x03")
+    assert term.wait() == 0
+    assert re.search(r"Session [0-9a-z]{8} saved · continue with", term.screen)
+    assert len(model.requests) == 1
+
+
+def test_ctrl_d_on_an_empty_line_quits_and_nothing_is_stored(
+    launch: Callable[..., Terminal], model: Model
+) -> None:
+    term = launch()
+    term.prompt()
+    term.send("abc")
+    term.expect("abc")
+    term.send("\x04")  # not on an empty line: it edits, it does not quit
+    term.send("\x7f\x7f\x7f")
+    term.send("\x04")
+    assert term.wait() == 0
+    assert model.requests == []
+    assert "saved" not in term.screen
+    from sessions import open_store
+
+    with open_store() as store:
+        assert store.list_sessions(limit=None) == []
+
+
+def test_a_paste_is_one_message_and_newlines_can_be_typed(
+    launch: Callable[..., Terminal], model: Model
+) -> None:
+    model.replies += [text_reply("got the paste"), text_reply("got the lines")]
+    term = launch()
+    term.prompt()
+    term.send("\x1b[200~line one\nline two\nline three\x1b[201~")
+    term.send("\r")
+    term.expect("got the paste")
+    term.prompt()
+    term.send("line a\\\r")
+    term.send("line b\x1b\r")
+    term.send("line c\r")
+    term.expect("got the lines")
+    assert [model.last_text(i) for i in range(len(model.requests))] == [
+        "line one\nline two\nline three",
+        "line a\nline b\nline c",
+    ]
+    term.send("\x04")
+    assert term.wait() == 0
+
+
+def test_history_persists_across_runs(launch: Callable[..., Terminal], model: Model) -> None:
+    model.replies += [text_reply("first answer"), text_reply("second answer")]
+    term = launch()
+    term.prompt()
+    term.send("remember this line\r")
+    term.expect("first answer")
+    term.prompt()
+    term.send("\x04")
+    assert term.wait() == 0
+
+    again = launch()
+    again.prompt()
+    again.send("\x1b[A")
+    again.expect("remember this line")
+    again.send("\r")
+    again.expect("second answer")
+    assert model.last_text() == "remember this line"
+    again.send("\x04")
+    assert again.wait() == 0
+
+
+def test_consent_is_not_answered_by_type_ahead_and_the_text_is_kept(
+    launch: Callable[..., Terminal], model: Model, workspace: Path
+) -> None:
+    asked = threading.Event()
+    typed = threading.Event()
+
+    def after_typing() -> ReplySpec:
+        asked.set()
+        typed.wait(TIMEOUT)
+        return tool_reply(("run_command", {"command": "touch made.txt"}))
+
+    model.replies += [after_typing, text_reply("all done"), text_reply("got the next one")]
+    term = launch()
+    term.prompt()
+    term.send("make the file\r")
+    assert asked.wait(TIMEOUT)
+    term.expect("Thinking…")  # something shows between sending and the first token
+    # Typed while the agent works: not echoed over the reply, queued for later.
+    ahead = "next message\r"
+    term.send(ahead)
+    deadline = time.monotonic() + TIMEOUT
+    while term.queued_input() < len(ahead) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert term.queued_input() >= len(ahead)
+    typed.set()
+    term.expect(r"Run `touch made\.txt`\? \[y/N/a\(lways\)\]")
+    term.send("y\r")
+    term.expect("all done")
+    # The typed-ahead text waits in the next prompt; Enter sends it.
+    term.expect("› next message")
+    assert (workspace / "made.txt").exists()
+    term.send("\r")
+    term.expect("got the next one")
+    assert model.last_text() == "next message"
+    assert "typed meanwhile is kept" in term.screen
+    term.send("\x04")
+    assert term.wait() == 0
+
+
+def _seed_conversation(fake_api: FakeAnthropicServer, model: Model, workspace: Path) -> None:
+    """Four stored exchanges in the workspace (via the pipe mode), enough to compact."""
+    words = " ".join(f"word{n}" for n in range(100))
+    model.replies += [text_reply(f"answer {n} {words}") for n in range(4)]
+    env = dict(os.environ)
+    env.update(ANTHROPIC_BASE_URL=fake_api.base_url, ANTHROPIC_API_KEY="test-key")
+    env["PYTHONPATH"] = str(REPO)
+    done = subprocess.run(
+        [sys.executable, "-m", "agentloop"],
+        input="\n".join(f"request {n} {words}" for n in range(4)) + "\n",
+        capture_output=True,
+        text=True,
+        cwd=workspace,
+        env=env,
+        timeout=TIMEOUT,
+    )
+    assert done.returncode == 0, done.stderr
+    model.requests.clear()
+    model.summary_started.clear()
+
+
+def test_ctrl_c_during_compact_stops_the_spinner_and_returns_to_the_prompt(
+    launch: Callable[..., Terminal], model: Model, fake_api: FakeAnthropicServer, workspace: Path
+) -> None:
+    _seed_conversation(fake_api, model, workspace)
+    release = threading.Event()
+    model.summary_release = release
+    model.replies.append(text_reply("still here"))
+    term = launch("--continue")
+    try:
+        term.expect("Resuming session")
+        term.prompt()
+        term.send("/compact\r")
+        assert model.summary_started.wait(TIMEOUT)
+        term.expect("Compacting conversation…")
+        term.send("\x03")
+        term.expect(r"\(interrupted\)")
+        term.prompt()
+        # The spinner's line was cleared before anything else was written.
+        raw = term.raw
+        last_frame = raw.rindex("Compacting conversation…")
+        assert "\r\x1b[K" in raw[last_frame : raw.index("(interrupted)", last_frame)]
+        # No thread is left drawing: a dump of every thread shows no spinner.
+        term.process.send_signal(signal.SIGUSR1)
+        term.send("/help\r")
+        term.expect("Commands:")
+        dump = term.screen[term.screen.rindex("/compact\n") :]
+        assert "Current thread" in dump or "Thread 0x" in dump
+        assert "spinner.py" not in dump
+        # The session goes on.
+        term.prompt()
+        term.send("are you there?\r")
+        term.expect("still here")
+        assert model.last_text() == "are you there?"
+        term.send("\x04")
+        assert term.wait() == 0
+        assert "Traceback" not in term.screen
+    finally:
+        release.set()
