@@ -36,7 +36,7 @@ AGENTLOOP = Path(sys.executable).parent / "agentloop"
 WINDOW = "6000"
 NOTICE = re.compile(
     r"^Conversation compacted: (?P<count>\d+) messages → new session (?P<child>[0-9a-z]{8}) "
-    r"\((?P<before>[\d,]+) → (?P<after>[\d,]+) tokens\)$"
+    r"\((?P<before>~?[\d,]+) → (?P<after>~?[\d,]+) tokens\)$"
 )
 
 
@@ -141,8 +141,8 @@ def check_notices(run: Run, store: SessionStore, workspace: Path) -> list[str]:
         assert parent.message_count == count == len(store.get_messages(parent.id))
         entry = next(e for e in store.compaction_history(child.id) if e.child_id == child.id)
         assert entry.messages_before == count
-        assert entry.tokens_before == int(notice["before"].replace(",", ""))
-        assert entry.tokens_after == int(notice["after"].replace(",", ""))
+        assert entry.tokens_before == int(notice["before"].strip("~").replace(",", ""))
+        assert entry.tokens_after == int(notice["after"].strip("~").replace(",", ""))
         # The child opens with the compacted prefix.
         first = store.get_messages(child.id)[0]
         assert first.role == "user" and first.content[0]["text"].startswith(PREFIX_START)
@@ -169,6 +169,12 @@ def test_console_script_long_run_compacts_with_notices(cli: CLI, workspace: Path
     assert run.out.splitlines() == replies
     assert "Conversation compacted" not in run.out
     assert len(run.notices) >= 2
+    # The API counted every compacted context (count_tokens): "after" is no estimate. The
+    # "before" figure holds a local estimate of what came after the last reply: it says so.
+    assert all(not n["after"].startswith("~") for n in run.notices)
+    assert all(n["before"].startswith("~") for n in run.notices)
+    counted = [r for r in cli.fake_api.requests if r.path == "/v1/messages/count_tokens"]
+    assert len(counted) >= len(run.notices)
     # Each line was one turn: the last request holds the last line.
     assert lines[-1] in request_text(cli.script.conversation[-1])
     with cli.store() as store:

@@ -21,13 +21,19 @@ COMPACTING = "Compacting conversation…"
 
 
 def notice(transition: CompactionTransition) -> str:
-    """The one line a user sees on every compaction."""
+    """The one line a user sees on every compaction. A figure the API counted is shown as it
+    is; one that is (partly) a local estimate carries a ``~``."""
     summary = transition.summary
+    before = _figure(summary.tokens_before, summary.tokens_before_source)
+    after = _figure(summary.tokens_after, summary.tokens_after_source)
     return (
         f"Conversation compacted: {summary.original_message_count} messages → new session "
-        f"{transition.new_session_id[:8]} ({summary.tokens_before:,} → {summary.tokens_after:,} "
-        "tokens)"
+        f"{transition.new_session_id[:8]} ({before} → {after} tokens)"
     )
+
+
+def _figure(tokens: int, source: str) -> str:
+    return f"{tokens:,}" if source == "api" else f"~{tokens:,}"
 
 
 class TerminalUI(LoopEvents):
@@ -81,6 +87,12 @@ class TerminalUI(LoopEvents):
         self.out.write(delta)
         self.out.flush()
         self._wrote_text = True
+
+    def on_reply_incomplete(self, reason: str) -> None:
+        """What was streamed is not an answer: say so, and that it is asked again."""
+        self.spinner.stop()
+        self._end_line()
+        self._say(f"  (the reply broke off: {reason}; asking again — the part above is not kept)")
 
     def on_reply(self, response: ModelResponse | None) -> None:
         """End the streamed reply's line (also called with None after a failed turn)."""
@@ -170,8 +182,9 @@ def context_report(agent: CodingAgent) -> str:
     ]
     if calibration is not None:
         lines.append(
-            f"Calibration: API tokens ≈ {calibration.ratio:.2f} × local estimate "
-            f"({calibration.samples} samples)"
+            f"Calibration: API tokens ≈ {calibration.ratio:.2f} × local estimate + "
+            f"{calibration.per_message:.0f} per message ({calibration.samples} samples)"
         )
+    lines += agent.context_notes()
     lines.append(session)
     return "\n".join(lines)
