@@ -117,14 +117,16 @@ def perform_store_effect(
 
 def fork_session(store: SessionStore, session_id: str) -> str:
     """A new branch of the lineage that continues from ``session_id`` as it is: a child holding
-    a copy of its messages. ``session_id`` and its other children stay as they are (to undo a
-    compaction, fork the uncompacted parent). Returns the new session's id."""
+    a copy of its messages. ``session_id`` and its other children stay as they are, whoever
+    holds them (to undo a compaction, fork the uncompacted parent). Returns the new id."""
     source = store.get_session(session_id)
     messages = store.get_messages(source.id)
-    child = store.transition(
-        source.id,
-        messages=[message.to_new() for message in messages],
-        strategy="fork",
-        messages_before=len(messages),
+    fork = store.create_session(
+        model=source.model,
+        workspace=source.workspace,
+        title=source.title,
+        parent_id=source.id,
+        metadata=source.metadata,
     )
-    return child.id
+    store.append_messages(fork.id, [message.to_new() for message in messages])
+    return fork.id

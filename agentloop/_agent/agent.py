@@ -30,6 +30,7 @@ from agentloop._core.model import AsyncModel, Model, ModelResponse
 from agentloop._core.results import CompactionOutcome, CompactionTransition
 from agentloop._core.tool import ToolResult
 from agentloop._core.validation import DEFAULT_MAX_TOKENS
+from agentloop._errors import AgentloopError
 from agentloop._loop.agent_loop import AgentLoop, LoopEvents, TurnResult
 from agentloop._loop.compacter import ConversationCompacter
 from sessions import Lease, SessionStore
@@ -260,6 +261,29 @@ class CodingAgent:
             raise
         finally:
             self.save_state()
+
+    def fork(self, session_id: str | None = None) -> str:
+        """Continue in a new branch of the lineage from ``session_id`` (default: this session)
+        as it is now; that session and its other branches stay as they are. Returns the id."""
+        from agentloop._adapters.store import fork_session, from_record
+
+        source = session_id or self.session_id
+        if source == self.session_id:
+            self.loop.flush()
+        fork = fork_session(self.store, source)
+        self.loop.switch(fork, [from_record(r) for r in self.store.get_messages(fork)])
+        self.save_state()
+        return fork
+
+    def undo_compaction(self) -> str:
+        """Undo the compaction this session came from: continue in a new branch from the
+        uncompacted parent (the compacted session stays as it was). Returns the new id."""
+        parent = self.store.get_session(self.session_id).parent_id
+        if parent is None:
+            raise AgentloopError(
+                f"session {self.session_id[:8]} did not come from a compaction: nothing to undo"
+            )
+        return self.fork(parent)
 
     def compact(self, instructions: str | None = None) -> CompactionOutcome | None:
         try:

@@ -13,7 +13,7 @@ import contextlib
 import os
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
@@ -62,6 +62,8 @@ class AgentOptions:
     """Echo each input line on stderr, as a transcript shows it (the demo)."""
     store: str | None = None
     """The session store (path or URL); None: ``$AGENTLOOP_STORE`` or the default file."""
+    fork_session: bool = False
+    """With resume/continue: continue in a new branch, the resumed session left as it is."""
 
 
 def _no_key_message() -> str:
@@ -183,6 +185,12 @@ def _run(
         continue_latest=options.continue_latest,
         workspace=workspace,
     )
+    if start.session_id is not None and options.fork_session:
+        from agentloop._adapters.store import fork_session
+
+        fork = fork_session(store, start.session_id)
+        start = replace(start, session_id=fork)
+        print(f"Continuing in a new branch: session {fork[:8]}", file=sys.stderr)
     if start.session_id is not None:
         lease.check(start.session_id)
     resolver = ContextWindowResolver(

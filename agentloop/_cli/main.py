@@ -157,6 +157,11 @@ def add_agent_options(parser: argparse.ArgumentParser) -> None:
         "newest descendant",
     )
     parser.add_argument(
+        "--fork-session",
+        action="store_true",
+        help="with --resume/--continue: continue in a new branch, leaving the session as it is",
+    )
+    parser.add_argument(
         "-m", "--model", default=None, help=f"Claude model (default {DEFAULT_MODEL})"
     )
     parser.add_argument(
@@ -228,6 +233,8 @@ def agent_options(args: argparse.Namespace) -> AgentOptions:
     if args.output_format is not None and not args.print_mode:
         raise ConfigurationError("--output-format needs -p (it formats the one answer)")
     resume = None if args.resume is LATEST else args.resume
+    if args.fork_session and args.resume is None and not args.continue_latest:
+        raise ConfigurationError("--fork-session needs --resume or --continue (what to fork)")
     return AgentOptions(
         model_name=args.model or DEFAULT_MODEL,
         context_window=args.context_window,
@@ -242,6 +249,7 @@ def agent_options(args: argparse.Namespace) -> AgentOptions:
         output_format=args.output_format or "text",
         yes=args.yes,
         store=args.store,
+        fork_session=args.fork_session,
     )
 
 

@@ -23,6 +23,8 @@ if TYPE_CHECKING:
 
 SLASH_COMMANDS: tuple[tuple[str, str], ...] = (
     ("/compact [instructions]", "compact the conversation now (instructions guide the summary)"),
+    ("/compact --dry-run", "show what a compaction would do, without doing it"),
+    ("/undo-compaction", "continue from before the last compaction, in a new branch"),
     ("/context", "context usage, where compaction triggers, the window and its source"),
     ("/sessions", "conversations of this workspace"),
     ("/help", "this help"),
@@ -30,6 +32,10 @@ SLASH_COMMANDS: tuple[tuple[str, str], ...] = (
 )
 """Usage and one line of help for each slash command, in the order ``/help`` lists them."""
 
+TOOLS_HELP = (
+    "The agent's own tools: context_status (how full its context is) and compact_context "
+    "(asks\nfor a compaction at the next safe point; not when compaction is off)."
+)
 KEYS_HELP = (
     "Keys: Enter sends · \\ then Enter, or Alt-Enter: a new line · a paste is one message\n"
     "      ↑ history · Ctrl-C clears the line (twice on an empty line: quit) · Ctrl-D quits"
@@ -39,6 +45,8 @@ HELP_TEXT = (
     + "\n".join(f"  {usage:<23}  {text}" for usage, text in SLASH_COMMANDS)
     + "\n"
     + KEYS_HELP
+    + "\n"
+    + TOOLS_HELP
 )
 EXIT_COMMANDS = frozenset({"/exit", "/quit"})
 
@@ -157,11 +165,28 @@ def _context(agent: CodingAgent, rest: str) -> None:
 
 
 def _compact(agent: CodingAgent, rest: str) -> None:
+    if rest == "--dry-run":
+        from agentloop._cli.ui import plan_report
+
+        loop = agent.loop
+        plan = agent.compacter.plan(loop.messages, system=loop.system, tools=loop.tool_definitions)
+        print(plan_report(plan), file=sys.stderr)
+        return
     outcome = agent.compact(rest or None)
     # A compaction that was attempted already said why it was skipped (on_compaction_skipped);
     # one the decision refused (too few messages, a tool call pending) says it here.
     if outcome is not None and outcome.transition is None and outcome.skipped is None:
         print(f"Nothing compacted: {outcome.decision.reason}", file=sys.stderr)
+
+
+def _undo_compaction(agent: CodingAgent, rest: str) -> None:
+    compacted = agent.session_id
+    fork = agent.undo_compaction()
+    print(
+        f"Compaction undone: continuing from before it in new session {fork[:8]} "
+        f"({len(agent.loop.messages)} messages); {compacted[:8]} stays as it was",
+        file=sys.stderr,
+    )
 
 
 def _sessions(agent: CodingAgent, rest: str) -> None:
@@ -180,5 +205,6 @@ _HANDLERS: dict[str, Callable[[CodingAgent, str], None]] = {
     "/help": _help,
     "/context": _context,
     "/compact": _compact,
+    "/undo-compaction": _undo_compaction,
     "/sessions": _sessions,
 }

@@ -180,6 +180,16 @@ def add_parser(subparsers: argparse._SubParsersAction[P]) -> P:
     prune.add_argument("--workspace", metavar="DIR", help="only conversations of this directory")
     prune.add_argument("--yes", action="store_true", help="do not ask")
 
+    fork = commands.add_parser(
+        "fork",
+        help="a new branch continuing from a session as it is (e.g. before a compaction)",
+        description="Start a new branch of the conversation from session ID as it is: to undo "
+        "a compaction, fork its parent. ID and its other branches stay as they are; resuming "
+        "the conversation then continues in the most recently active branch.",
+    )
+    _store_option(fork)
+    _ids(fork, "the session to continue from")
+
     copy = commands.add_parser(
         "copy",
         help="copy every session to another store (e.g. PostgreSQL)",
@@ -258,6 +268,8 @@ def _command(args: argparse.Namespace) -> Command:
         )
     if name == "copy":
         return lambda store, out: copy_command(store, out, args.to)
+    if name == "fork":
+        return lambda store, out: fork_command(store, out, args.id)
     raise AssertionError(f"unknown sessions command {name!r}")
 
 
@@ -266,6 +278,18 @@ def current_workspace(directory: str | None = None) -> str:
     from sessions import workspace_key
 
     return workspace_key(directory)
+
+
+def fork_command(store: SessionStore, out: TextIO, ref: str) -> None:
+    """Fork ``ref``: print the new session's id and how to continue in it."""
+    from agentloop._adapters.store import fork_session
+
+    source = store.get_session(ref)
+    fork = fork_session(store, source.id)
+    out.write(
+        f"Forked {source.id[:8]} ({source.message_count} messages) into {fork[:8]}: "
+        f"continue with `agentloop --resume {fork[:8]}`\n"
+    )
 
 
 # ---------------------------------------------------------------------------- delete / prune

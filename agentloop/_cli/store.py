@@ -71,7 +71,7 @@ def _busy(session_id: str, holder: str | None) -> SessionBusyError:
     by = f" ({holder})" if holder else ""
     return SessionBusyError(
         f"session {session_id[:8]} is in use by another agentloop process{by}; "
-        "start a new session instead (agentloop without --resume/--continue)"
+        "continue it in a new branch with --fork-session, or start a new session"
     )
 
 

@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from agentloop._core.context import CompactionDecision
     from agentloop._core.messages import Usage
     from agentloop._core.model import ModelResponse
-    from agentloop._core.results import CompactionTransition
+    from agentloop._core.results import CompactionPlan, CompactionTransition
     from agentloop._core.tool import ToolResult
 
 THINKING = "Thinking…"
@@ -187,4 +187,35 @@ def context_report(agent: CodingAgent) -> str:
         )
     lines += agent.context_notes()
     lines.append(session)
+    return "\n".join(lines)
+
+
+def plan_report(plan: CompactionPlan) -> str:
+    """``/compact --dry-run``: what a compaction would do; nothing is compacted or written."""
+    if plan.strategy == "none":
+        return f"Nothing would be compacted: {plan.note}"
+    lines = ["Compaction preview (nothing was compacted, nothing written):"]
+    lines.append(f"  strategy: {plan.strategy}")
+    if plan.summarized_messages:
+        size = f"~{plan.summarized_tokens:,} tokens"
+        lines.append(f"  summarized: {plan.summarized_messages} messages ({size})")
+    if plan.pruned_messages:
+        lines.append(
+            f"  pruned: {plan.pruned_messages} messages (~{plan.pruned_tokens:,} tokens saved)"
+        )
+    lines.append(
+        f"  kept verbatim: {plan.verbatim_messages} messages (~{plan.verbatim_tokens:,} tokens)"
+    )
+    carried = "yes" if plan.request_carried else "no (it is in the verbatim part)"
+    lines.append(
+        f"  pinned messages carried: {plan.pinned_messages}; latest request carried: {carried}"
+    )
+    state = [line for line in plan.preserved_state.splitlines() if line.startswith("#")]
+    lines.append(f"  preserved state: {', '.join(s.lstrip('# ') for s in state) or 'none'}")
+    lines += [f"  warning: {warning}" for warning in plan.warnings]
+    trigger = plan.decision.trigger_tokens
+    lines.append(
+        f"  expected after: ~{plan.expected_tokens_after:,} tokens (now "
+        f"~{plan.decision.usage.tokens:,}; compaction triggers at {trigger:,})"
+    )
     return "\n".join(lines)

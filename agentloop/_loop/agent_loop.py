@@ -183,6 +183,18 @@ class AgentLoop:
         steps = self._compaction_steps(force=True, instructions=instructions)
         return await adrive(steps, self.runtime.aperform)
 
+    def switch(self, session_id: str, messages: Sequence[Message]) -> None:
+        """Continue in another stored session (a fork of this lineage) from ``messages``, its
+        history. What this session kept but had not stored yet is stored first."""
+        if self._stored:
+            drive(self._flush(), self.runtime.perform)
+        self.session_id = session_id
+        self.messages = list(messages)
+        self._pending = []
+        self._stored = True
+        self._local_sum = None
+        self._validator = MessageValidator()
+
     def request_compaction(self, instructions: str | None = None) -> None:
         """Compact at the next safe boundary (the ``compact_context`` tool calls this)."""
         self._requested = (instructions,)

@@ -1,0 +1,130 @@
+"""Issue 12 through the real CLI against our test server: the compaction preview writes
+nothing and calls no model, an undone compaction restores the exact parent history, a fork
+leaves its source as it was, and the model's own compact_context request is honoured at the
+next safe boundary."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fake_anthropic import FakeAnthropicServer, text_reply, tool_reply
+from test_cli_agent import CLI, WINDOW, conversation_lines
+from test_loop import PREFIX_START, filler, first_text
+
+
+@pytest.fixture
+def cli(
+    fake_api: FakeAnthropicServer,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> Iterator[CLI]:
+    workspace = tmp_path / "project"
+    workspace.mkdir()
+    runner = CLI(fake_api, workspace.resolve(), monkeypatch, capsys)
+    yield runner
+    assert fake_api.violations == []
+
+
+def _store_dump(cli: CLI) -> list[tuple[str, int]]:
+    with cli.store() as store:
+        return [(s.id, s.message_count) for s in store.list_sessions(limit=None)]
+
+
+def test_dry_run_shows_the_plan_and_changes_nothing(cli: CLI) -> None:
+    lines = conversation_lines(4, 200)
+    for n in range(len(lines)):
+        cli.script.add(text_reply(filler(f"answer {n}", 200)))
+    assert cli.run("--context-window", "100000", stdin="\n".join(lines)).code == 0
+    before_store = _store_dump(cli)
+    requests = len(cli.fake_api.requests)
+
+    run = cli.run("--context-window", "100000", "-c", stdin="/compact --dry-run\n")
+
+    assert run.code == 0, run.err
+    assert "Compaction preview (nothing was compacted, nothing written)" in run.err
+    assert "strategy: summarize" in run.err
+    assert "summarized:" in run.err and "kept verbatim:" in run.err
+    assert "expected after: ~" in run.err
+    assert _store_dump(cli) == before_store  # nothing written
+    new = cli.fake_api.requests[requests:]
+    assert [r.path for r in new if r.path.startswith("/v1/messages")] == []  # no model call
+
+
+def test_undo_compaction_continues_from_the_exact_parent_history(cli: CLI) -> None:
+    lines = conversation_lines(4, 200)
+    for n in range(len(lines)):
+        cli.script.add(text_reply(filler(f"answer {n}", 200)))
+    stdin = "\n".join([*lines, "/compact"])
+    assert cli.run("--context-window", WINDOW, stdin=stdin).code == 0
+    with cli.store() as store:
+        child = store.list_sessions(workspace=str(cli.workspace), limit=1)[0]
+        assert child.parent_id is not None
+        parent_history = [m.to_param() for m in store.get_messages(child.parent_id)]
+        child_history = [m.to_param() for m in store.get_messages(child.id)]
+    cli.script.add(text_reply("back before the compaction"))
+
+    run = cli.run("--context-window", WINDOW, "-c", stdin="/undo-compaction\nwhere were we?\n")
+
+    assert run.code == 0, run.err
+    assert "Compaction undone" in run.err
+    request = cli.script.conversation[-1]
+    assert request["messages"][:-1] == parent_history  # the exact uncompacted history
+    assert not first_text(request).startswith(PREFIX_START)
+    with cli.store() as store:
+        assert [m.to_param() for m in store.get_messages(child.id)] == child_history
+        assert len(store.children(child.parent_id)) == 2  # the compacted child and the branch
+
+
+def test_fork_session_and_sessions_fork_leave_the_source_as_it_was(cli: CLI) -> None:
+    cli.script.add(text_reply("first answer"))
+    assert cli.run("--context-window", WINDOW, "-p", "first question").code == 0
+    with cli.store() as store:
+        source = store.list_sessions(workspace=str(cli.workspace), limit=1)[0]
+    cli.script.add(text_reply("on the branch"))
+
+    run = cli.run("--context-window", WINDOW, "-c", "--fork-session", "-p", "branch off")
+
+    assert run.code == 0, run.err
+    assert "Continuing in a new branch" in run.err
+    with cli.store() as store:
+        assert store.get_session(source.id).message_count == 2  # untouched
+        (branch,) = store.children(source.id)
+        assert store.get_session(branch.id).message_count == 4
+
+    forked = cli.run("sessions", "fork", source.id[:8])
+    assert forked.code == 0, forked.err
+    assert forked.out.startswith(f"Forked {source.id[:8]} (2 messages) into ")
+    with cli.store() as store:
+        assert len(store.children(source.id)) == 2
+
+
+def test_the_model_can_ask_for_a_compaction_at_the_next_safe_boundary(cli: CLI) -> None:
+    lines = conversation_lines(3, 200)
+    for n in range(len(lines)):
+        cli.script.add(text_reply(filler(f"answer {n}", 200)))
+    cli.script.add(
+        tool_reply(("compact_context", {"instructions": "keep the request numbers"})),
+        text_reply("compacted, carrying on"),
+    )
+    stdin = "\n".join([*lines, "tidy your context"])
+    run = cli.run("--context-window", "100000", stdin=stdin)
+
+    assert run.code == 0, run.err
+    assert len(run.notices) == 1
+    summary_request: dict[str, Any] = cli.script.summaries[-1]
+    assert "keep the request numbers" in json.dumps(summary_request)
+    last = cli.script.conversation[-1]
+    assert first_text(last).startswith(PREFIX_START)
+    tools = [tool["name"] for tool in last["tools"]]
+    assert {"context_status", "compact_context"} <= set(tools)
+
+
+def test_help_lists_the_agents_own_tools(cli: CLI, tmp_path: Path) -> None:
+    run = cli.run("--context-window", WINDOW, stdin="/help\n")
+    assert "context_status" in run.err and "compact_context" in run.err
+    assert "/undo-compaction" in run.err and "/compact --dry-run" in run.err
