@@ -128,3 +128,31 @@ def test_help_lists_the_agents_own_tools(cli: CLI, tmp_path: Path) -> None:
     run = cli.run("--context-window", WINDOW, stdin="/help\n")
     assert "context_status" in run.err and "compact_context" in run.err
     assert "/undo-compaction" in run.err and "/compact --dry-run" in run.err
+
+
+def test_standing_summary_instructions_come_from_agentloop_md_and_show_in_context(
+    cli: CLI,
+) -> None:
+    (cli.workspace / "AGENTLOOP.md").write_text(
+        "# Project\nUse tabs.\n\n## Compaction\nAlways keep the API decisions.\n\n## Other\nx\n"
+    )
+    lines = conversation_lines(4, 200)
+    for n in range(len(lines)):
+        cli.script.add(text_reply(filler(f"answer {n}", 200)))
+    run = cli.run("--context-window", WINDOW, stdin="\n".join([*lines, "/context", "/compact"]))
+
+    assert run.code == 0, run.err
+    assert "Summary instructions (30 characters): Always keep the API decisions." in run.err
+    assert cli.script.summaries
+    assert all(
+        "Always keep the API decisions." in json.dumps(body) for body in cli.script.summaries
+    )
+
+
+def test_compaction_instructions_file_wins_and_a_missing_one_is_one_line(
+    cli: CLI, tmp_path: Path
+) -> None:
+    missing = cli.run("--compaction-instructions", str(tmp_path / "nope.md"), "-p", "hi")
+    assert missing.code == 2
+    assert missing.err.startswith("agentloop: error: cannot read the compaction instructions")
+    assert len(missing.err.splitlines()) == 1

@@ -64,6 +64,8 @@ class AgentOptions:
     """The session store (path or URL); None: ``$AGENTLOOP_STORE`` or the default file."""
     fork_session: bool = False
     """With resume/continue: continue in a new branch, the resumed session left as it is."""
+    compaction_instructions: str | None = None
+    """A file of standing instructions for every summary (``--compaction-instructions``)."""
 
 
 def _no_key_message() -> str:
@@ -268,11 +270,46 @@ def _build_agent(
         context_window=limits.context_window,
         max_output_tokens=limits.max_output_tokens,
         window_source=limits.source,
-        settings=CompactionSettings(enabled=options.compaction, threshold=options.threshold),
+        settings=CompactionSettings(
+            enabled=options.compaction,
+            threshold=options.threshold,
+            standing_instructions=summary_instructions(options, workspace),
+        ),
         approve=approve,
         events=ui,
         resume_id=start.session_id,
     )
+
+
+SUMMARY_SECTION = "## Compaction"
+"""The section of the workspace's AGENTLOOP.md that every summary follows."""
+
+
+def summary_instructions(options: AgentOptions, workspace: Path) -> str:
+    """Standing instructions for every summary: ``--compaction-instructions FILE``, else the
+    ``## Compaction`` section of the workspace's AGENTLOOP.md (empty when there is none)."""
+    if options.compaction_instructions is not None:
+        path = Path(options.compaction_instructions)
+        try:
+            return path.read_text(encoding="utf-8", errors="replace").strip()
+        except OSError as error:
+            raise ConfigurationError(
+                f"cannot read the compaction instructions {path}: {error.strerror or error}"
+            ) from None
+    try:
+        text = (workspace / "AGENTLOOP.md").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+    lines = text.splitlines()
+    starts = [i for i, line in enumerate(lines) if line.strip().lower() == SUMMARY_SECTION.lower()]
+    if not starts:
+        return ""
+    section: list[str] = []
+    for line in lines[starts[0] + 1 :]:
+        if line.startswith("## ") or line.startswith("# "):
+            break
+        section.append(line)
+    return "\n".join(section).strip()
 
 
 _TERMINALS: dict[int, TerminalInput] = {}

@@ -157,6 +157,13 @@ def add_agent_options(parser: argparse.ArgumentParser) -> None:
         "newest descendant",
     )
     parser.add_argument(
+        "--compaction-instructions",
+        metavar="FILE",
+        default=None,
+        help="standing instructions every summary follows (default: the '## Compaction' "
+        "section of the workspace's AGENTLOOP.md)",
+    )
+    parser.add_argument(
         "--fork-session",
         action="store_true",
         help="with --resume/--continue: continue in a new branch, leaving the session as it is",
@@ -250,6 +257,7 @@ def agent_options(args: argparse.Namespace) -> AgentOptions:
         yes=args.yes,
         store=args.store,
         fork_session=args.fork_session,
+        compaction_instructions=args.compaction_instructions,
     )
 
 

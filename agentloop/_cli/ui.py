@@ -186,6 +186,10 @@ def context_report(agent: CodingAgent) -> str:
             f"{calibration.per_message:.0f} per message ({calibration.samples} samples)"
         )
     lines += agent.context_notes()
+    standing = compacter.settings.standing_instructions
+    if standing:
+        first = standing.splitlines()[0]
+        lines.append(f"Summary instructions ({len(standing):,} characters): {first[:80]}")
     lines.append(session)
     return "\n".join(lines)
 
