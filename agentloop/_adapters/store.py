@@ -46,12 +46,15 @@ def to_record(message: Message) -> NewMessage:
         metadata["summary"] = _summary_to_dict(message.summary)
     if message.counted is not None:
         metadata["counted"] = message.counted
-    return NewMessage(
+    # A Message is already a valid shape: constructing without re-validation keeps a
+    # compaction's child (hundreds of messages) cheap to save.
+    return NewMessage.model_construct(
         role=message.role,
         content=list(message.content),
         token_estimate=message.tokens,
         usage=None if message.usage is None else message.usage.to_dict(),
         metadata=metadata,
+        created_at=None,
     )
 
 

@@ -212,11 +212,10 @@ MIN_LOCAL_TOKENS = 50
 """Observations of smaller requests are ignored: fixed overheads dominate them."""
 DECAY = 0.7
 """Weight kept by what was learnt before each new observation (recent requests matter most)."""
-_RIDGE_RATIO = 1e-3
-_RIDGE_PER_MESSAGE = 1e-3
-"""The per-message cost is believed only when the data tell it apart from the ratio."""
-_MIN_CONDITION = 0.02
-"""Below this (relative) determinant the two are collinear: the ratio alone is fitted."""
+_MIN_CONDITION = 1e-6
+"""Below this (relative) determinant the two are numerically collinear: the ratio alone."""
+_BETTER = 0.25
+"""The per-message cost is believed only when it cuts the squared error to a quarter."""
 
 
 class Calibration(BaseModel):
@@ -233,33 +232,35 @@ class Calibration(BaseModel):
     ratio: float = Field(default=1.0, ge=MIN_RATIO, le=MAX_RATIO, allow_inf_nan=False)
     per_message: float = Field(default=0.0, ge=0.0, le=MAX_PER_MESSAGE, allow_inf_nan=False)
     samples: int = Field(default=0, ge=0)
-    stats: tuple[float, float, float, float, float] = (0.0, 0.0, 0.0, 0.0, 0.0)
-    """Decayed sums x², x·n, n², x·y, n·y (x local tokens, n messages, y API tokens)."""
+    stats: tuple[float, float, float, float, float, float] = (0.0,) * 6
+    """Decayed sums x², x·n, n², x·y, n·y, y² (x local tokens, n messages, y API tokens)."""
 
     def observe(self, api_tokens: int, local_tokens: int, messages: int = 0) -> Calibration:
         """Fold in one request the API counted: its count, our local estimate of it, and how
-        many messages it held. Degenerate observations (tiny requests) are ignored."""
+        many messages it held. Degenerate observations (tiny requests) are ignored.
+
+        The per-message cost is kept only when it explains the observations clearly better
+        than the ratio alone (in a growing conversation the two move together)."""
         if local_tokens < MIN_LOCAL_TOKENS or api_tokens <= 0 or messages < 0:
             return self
         x, n, y = float(local_tokens), float(messages), float(api_tokens)
-        xx, xn, nn, xy, ny = (DECAY * value for value in self.stats)
-        xx, xn, nn, xy, ny = xx + x * x, xn + x * n, nn + n * n, xy + x * y, ny + n * y
-        # Ridge: the ratio is pulled (weakly) towards 1, the per-message cost towards 0.
-        a11, a12, a22 = xx * (1 + _RIDGE_RATIO), xn, nn * (1 + _RIDGE_PER_MESSAGE)
-        b1, b2 = xy + xx * _RIDGE_RATIO, ny
-        det = a11 * a22 - a12 * a12
-        if nn > 0 and det > _MIN_CONDITION * a11 * a22:
-            ratio = (b1 * a22 - a12 * b2) / det
-            per_message = (a11 * b2 - a12 * b1) / det
-        else:
-            ratio, per_message = b1 / a11, 0.0
-        if per_message < 0:  # a negative cost per message is noise: fit the ratio alone
-            ratio, per_message = b1 / a11, 0.0
+        xx, xn, nn, xy, ny, yy = (DECAY * value for value in self.stats)
+        xx, xn, nn = xx + x * x, xn + x * n, nn + n * n
+        xy, ny, yy = xy + x * y, ny + n * y, yy + y * y
+        ratio, per_message = xy / xx, 0.0
+        alone = max(0.0, yy - xy * xy / xx)  # the squared error of the ratio alone
+        det = xx * nn - xn * xn
+        if nn > 0 and det > _MIN_CONDITION * xx * nn:
+            a = (xy * nn - xn * ny) / det
+            b = (xx * ny - xn * xy) / det
+            both = yy - 2 * a * xy - 2 * b * ny + a * a * xx + 2 * a * b * xn + b * b * nn
+            if b > 0 and a > 0 and both < _BETTER * alone:
+                ratio, per_message = a, b
         return Calibration(
             ratio=min(MAX_RATIO, max(MIN_RATIO, ratio)),
             per_message=min(MAX_PER_MESSAGE, per_message),
             samples=self.samples + 1,
-            stats=(xx, xn, nn, xy, ny),
+            stats=(xx, xn, nn, xy, ny, yy),
         )
 
     def apply(self, local_tokens: int, messages: int = 0) -> int:
