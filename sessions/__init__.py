@@ -3,8 +3,12 @@
 It knows nothing about LLMs beyond the shape of Messages API content blocks. A compacted
 conversation continues in a child session; the parent keeps every original message.
 
+Stores: :func:`open_store` opens SQLite (a path, the default) or PostgreSQL (a
+``postgresql://`` URL; ``pip install "agentloop[postgres]"``) behind one :class:`SessionStore`
+contract; :func:`copy_store` moves everything between them.
+
 Names are imported on first use: ``from sessions import pair_safe_cut`` loads neither sqlite3,
-pydantic nor the store.
+pydantic, psycopg nor the store; psycopg is loaded only to open a PostgreSQL store.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from sessions._compaction import CompactionStrategy
+    from sessions._copy import copy_store
     from sessions._cut import pair_safe_cut
     from sessions._errors import (
         AmbiguousSessionIdError,
@@ -21,18 +26,28 @@ if TYPE_CHECKING:
         InvalidSessionIdError,
         SessionCompactedError,
         SessionError,
+        SessionLeasedError,
         SessionNotFoundError,
         StoreBusyError,
+        StoreConnectionError,
         StoreCorruptError,
         StoreError,
+        StoreMissingError,
+        StoreVersionError,
     )
     from sessions._ids import new_session_id, short_id, validate_session_id, validate_session_ref
+    from sessions._open import open_store
     from sessions._paths import default_store_path, workspace_key
-    from sessions._sqlite import SqliteSessionStore, open_store
-    from sessions._store import UNSET, SessionStore
+    from sessions._postgres import PostgresSessionStore
+    from sessions._sqlite import SqliteSessionStore
+    from sessions._store import UNSET, SessionStore, default_lease_owner
     from sessions._types import (
         CompactionEntry,
         CompactionRecord,
+        Conversation,
+        CopyReport,
+        Lease,
+        LineageExport,
         NewMessage,
         Role,
         Session,
@@ -47,23 +62,34 @@ _EXPORTS: dict[str, str] = {
     "CompactionError": "sessions._errors",
     "CompactionRecord": "sessions._types",
     "CompactionStrategy": "sessions._compaction",
+    "Conversation": "sessions._types",
+    "CopyReport": "sessions._types",
     "InvalidSessionIdError": "sessions._errors",
+    "Lease": "sessions._types",
+    "LineageExport": "sessions._types",
     "NewMessage": "sessions._types",
+    "PostgresSessionStore": "sessions._postgres",
     "Role": "sessions._types",
     "Session": "sessions._types",
     "SessionCompactedError": "sessions._errors",
     "SessionError": "sessions._errors",
+    "SessionLeasedError": "sessions._errors",
     "SessionNotFoundError": "sessions._errors",
     "SessionStatus": "sessions._types",
     "SessionStore": "sessions._store",
     "SqliteSessionStore": "sessions._sqlite",
     "StoreBusyError": "sessions._errors",
+    "StoreConnectionError": "sessions._errors",
     "StoreCorruptError": "sessions._errors",
     "StoreError": "sessions._errors",
+    "StoreMissingError": "sessions._errors",
+    "StoreVersionError": "sessions._errors",
     "StoredMessage": "sessions._types",
+    "copy_store": "sessions._copy",
+    "default_lease_owner": "sessions._store",
     "default_store_path": "sessions._paths",
     "new_session_id": "sessions._ids",
-    "open_store": "sessions._sqlite",
+    "open_store": "sessions._open",
     "pair_safe_cut": "sessions._cut",
     "short_id": "sessions._ids",
     "validate_session_id": "sessions._ids",
@@ -94,20 +120,31 @@ __all__ = [
     "CompactionError",
     "CompactionRecord",
     "CompactionStrategy",
+    "Conversation",
+    "CopyReport",
     "InvalidSessionIdError",
+    "Lease",
+    "LineageExport",
     "NewMessage",
+    "PostgresSessionStore",
     "Role",
     "Session",
     "SessionCompactedError",
     "SessionError",
+    "SessionLeasedError",
     "SessionNotFoundError",
     "SessionStatus",
     "SessionStore",
     "SqliteSessionStore",
     "StoreBusyError",
+    "StoreConnectionError",
     "StoreCorruptError",
     "StoreError",
+    "StoreMissingError",
+    "StoreVersionError",
     "StoredMessage",
+    "copy_store",
+    "default_lease_owner",
     "default_store_path",
     "new_session_id",
     "open_store",

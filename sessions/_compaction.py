@@ -22,7 +22,14 @@ from sessions._checks import require_int, require_str
 from sessions._cut import HasRoleAndContent, has_tool_result, pair_safe_cut
 from sessions._errors import CompactionError
 from sessions._ids import SHORT_LENGTH, validate_session_ref
-from sessions._types import CompactionEntry, CompactionRecord, NewMessage, Session, StoredMessage
+from sessions._types import (
+    CompactionEntry,
+    CompactionRecord,
+    Lease,
+    NewMessage,
+    Session,
+    StoredMessage,
+)
 
 __all__ = [
     "CompactionStrategy",
@@ -150,8 +157,11 @@ class LineageTransaction(Protocol):
         summary: str | None,
         metadata: Mapping[str, Any] | None,
         child_id: str | None,
+        lease: Lease | None = None,
     ) -> Session:
-        """The transition primitive: the same code as the backend's public ``transition``."""
+        """The transition primitive: the same code as the backend's public ``transition``
+        (``lease``: refused if another writer's live lease holds ``parent``; moved to the
+        child)."""
         ...
 
     def record_unchanged(
@@ -162,6 +172,7 @@ class LineageTransaction(Protocol):
         message_count: int,
         tokens: int | None,
         summary: str | None,
+        lease: Lease | None = None,
     ) -> None:
         """Record a compaction that created no child (touches the session's ``updated_at``)."""
         ...
@@ -225,6 +236,8 @@ def compact(
     session_id: str,
     strategy: CompactionStrategy,
     summary: str | None = None,
+    *,
+    lease: Lease | None = None,
 ) -> CompactionRecord:
     """``SessionStore.compact`` for any backend; ``write`` opens the backend's write transaction.
 
@@ -245,6 +258,7 @@ def compact(
                 message_count=len(stored),
                 tokens=tokens_before,
                 summary=summary,
+                lease=lease,
             )
         else:
             tx.transition(
@@ -257,6 +271,7 @@ def compact(
                 summary=summary,
                 metadata=None,
                 child_id=None,
+                lease=lease,
             )
         return compaction_record(tx, sid)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 from pathlib import Path
 
 
@@ -11,17 +12,24 @@ class SessionError(Exception):
 
 
 class StoreError(SessionError):
-    """The store could not be opened or used (I/O error, read-only file system, ...)."""
+    """The store could not be opened or used (I/O error, read-only file system, ...).
 
-    def __init__(self, message: str, *, path: Path | str | None = None) -> None:
+    ``path`` is the SQLite file (None for a server store); ``location`` names the store either
+    way (a server URL without its password).
+    """
+
+    def __init__(
+        self, message: str, *, path: Path | str | None = None, location: str | None = None
+    ) -> None:
         super().__init__(message)
         self.path = Path(path) if path is not None else None
+        self.location = location if location is not None else (str(path) if path else None)
 
 
 class StoreCorruptError(StoreError):
-    """The file at the store path is not an agentloop session store (or is damaged).
+    """The file (or database schema) is not an agentloop session store, or is damaged.
 
-    The file is left untouched: nothing is written to it.
+    It is left untouched: nothing is written to it.
     """
 
 
@@ -68,3 +76,39 @@ class SessionCompactedError(SessionError):
 
 class CompactionError(SessionError, ValueError):
     """A compaction that cannot be done as asked (e.g. ``Summarize`` without a summary)."""
+
+
+class StoreMissingError(StoreError):
+    """A store opened read-only does not exist (yet): nothing was created."""
+
+
+class StoreVersionError(StoreError):
+    """The store's schema is newer than this code (or older, where it cannot be upgraded now).
+
+    A newer store is never written: open it with ``read_only=True`` to read it.
+    """
+
+
+class StoreConnectionError(StoreError):
+    """The database server did not answer, refused the credentials, or dropped the connection."""
+
+
+class SessionLeasedError(SessionError):
+    """Another live writer holds the session's lease: the session is in use.
+
+    ``owner`` describes the holder (e.g. ``"pid 1234 on host x"``); ``expires_at`` is when its
+    lease runs out unless renewed (None when the lease was lost rather than held by another).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        session_id: str,
+        owner: str | None = None,
+        expires_at: datetime | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.session_id = session_id
+        self.owner = owner
+        self.expires_at = expires_at

@@ -1,10 +1,12 @@
-"""Session ids: 26 lowercase Crockford base32 characters that sort by creation time.
+"""Session ids: 26 lowercase Crockford base32 characters; the 8 the UI shows are random.
 
-The first 6 characters encode the whole seconds since 2020-01-01 UTC (30 bits: good until 2054);
-the other 20 are random (100 bits). Ids created in different seconds sort by time, and the 8
-characters the UI shows still carry 10 random bits, so sessions started in the same second stay
-distinguishable at a glance. References typed by a user may be a full id or a unique prefix of at
-least 4 characters (like git); they are case-insensitive and normalized to lowercase.
+Layout: 8 random characters (40 bits), then 6 characters holding the whole seconds since
+2020-01-01 UTC (30 bits: good until 2054), then 12 random characters (60 bits). What a user
+sees and types is random, so a 4-character prefix (20 bits) is unique in practice across a few
+thousand sessions; ordering never comes from the id but from the stored ``created_at``. Ids of
+the earlier layout (the seconds first) stay valid: an id is only ever compared whole or by
+prefix. References typed by a user may be a full id or a unique prefix of at least 4
+characters (like git); they are case-insensitive and normalized to lowercase.
 """
 
 from __future__ import annotations
@@ -20,10 +22,11 @@ ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"
 """Crockford's base32 alphabet, lowercase: no i, l, o, u (they read like 1, 1, 0, v)."""
 
 ID_LENGTH = 26
-TIME_CHARS = 6
 MIN_PREFIX = 4
 SHORT_LENGTH = 8
-"""How many characters the UI shows."""
+"""How many characters the UI shows (all random)."""
+TIME_START = SHORT_LENGTH
+TIME_CHARS = 6
 
 EPOCH = datetime(2020, 1, 1, tzinfo=UTC)
 _MAX_SECONDS = 32**TIME_CHARS - 1
@@ -49,13 +52,15 @@ def new_session_id(now: datetime | None = None, rand: Callable[[int], bytes] | N
     seconds = min(max(seconds, 0), _MAX_SECONDS)
     random_bytes = (rand or os.urandom)((_RANDOM_BITS + 7) // 8)
     random_value = int.from_bytes(random_bytes, "big") & ((1 << _RANDOM_BITS) - 1)
-    return _encode(seconds, TIME_CHARS) + _encode(random_value, _RANDOM_CHARS)
+    randoms = _encode(random_value, _RANDOM_CHARS)
+    return randoms[:SHORT_LENGTH] + _encode(seconds, TIME_CHARS) + randoms[SHORT_LENGTH:]
 
 
 def id_timestamp(session_id: str) -> datetime:
-    """The creation second encoded in a full id."""
+    """The creation second encoded in a full id of the current layout (for diagnostics only:
+    the stored ``created_at`` is what orders sessions)."""
     value = 0
-    for char in validate_session_id(session_id)[:TIME_CHARS]:
+    for char in validate_session_id(session_id)[TIME_START : TIME_START + TIME_CHARS]:
         value = value * 32 + ALPHABET.index(char)
     return datetime.fromtimestamp(EPOCH.timestamp() + value, UTC)
 

@@ -1,7 +1,14 @@
 """The SQLite schema, built and upgraded by named migrations recorded in ``_migrations``.
 
 A migration is applied once, inside the caller's write transaction, and its name recorded with
-the time it ran. New migrations are appended to :data:`MIGRATIONS`; existing ones never change.
+the time it ran; ``PRAGMA user_version`` then holds how many migrations the schema has. New
+migrations are appended to :data:`MIGRATIONS`; existing ones never change.
+
+A store whose schema is newer than this code (a greater ``user_version``, or a migration name
+this code does not know) is never written: it may only be opened read-only. A store whose schema
+is older is upgraded when opened for writing; opened read-only, the migrations' read-only
+shims (:data:`READ_ONLY_SHIMS`) build in the connection's TEMP schema what the queries need, and
+nothing is written. A new migration that changes what the queries read adds its shim.
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ APPLICATION_ID = 0x41474C50  # "AGLP": lets `file` and other tools recognize the
 
 Migration = Callable[[sqlite3.Connection], None]
 MIGRATIONS: list[tuple[str, Migration]] = []
+READ_ONLY_SHIMS: dict[str, Migration] = {}
 
 
 def migration(function: Migration) -> Migration:
@@ -84,6 +92,107 @@ def m001_initial(conn: sqlite3.Connection) -> None:
     conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
 
 
+LINEAGE_TABLES = """
+    CREATE TABLE {schema}lineages (
+        root_id TEXT PRIMARY KEY NOT NULL,
+        head_id TEXT NOT NULL,
+        updated_at TEXT NOT NULL,
+        workspace TEXT NOT NULL,
+        sessions INTEGER NOT NULL
+    );
+    -- `sessions list` by conversation (per workspace and across all), newest first.
+    CREATE INDEX {schema}lineages_by_updated ON lineages (updated_at, root_id);
+    CREATE INDEX {schema}lineages_by_workspace ON lineages (workspace, updated_at, root_id);
+    CREATE TABLE {schema}leases (
+        session_id TEXT PRIMARY KEY NOT NULL REFERENCES sessions(id),
+        owner TEXT NOT NULL,
+        token TEXT NOT NULL UNIQUE,
+        expires_at TEXT NOT NULL,
+        ttl REAL NOT NULL,
+        acquired_at TEXT NOT NULL
+    )
+"""
+
+
+@migration
+def m002_lineages_and_leases(conn: sqlite3.Connection) -> None:
+    """Each session row gets its lineage's root and its depth; each lineage a row (head, last
+    activity, size); sessions get leases (one writer per session)."""
+    _run(
+        conn,
+        "ALTER TABLE sessions ADD COLUMN root_id TEXT;"
+        "ALTER TABLE sessions ADD COLUMN depth INTEGER NOT NULL DEFAULT 0;"
+        + LINEAGE_TABLES.format(schema=""),
+    )
+    backfill_lineages(conn, "main")
+    conn.execute("CREATE INDEX sessions_by_root ON sessions (root_id)")
+
+
+def _m002_read_only(conn: sqlite3.Connection) -> None:
+    # TEMP tables shadow main's of the same name for unqualified queries.
+    conn.execute(
+        "CREATE TEMP TABLE sessions AS SELECT *, NULL AS root_id, 0 AS depth FROM main.sessions"
+    )
+    _run(
+        conn,
+        """
+        CREATE UNIQUE INDEX temp.t_sessions_id ON sessions (id);
+        CREATE INDEX temp.t_sessions_by_parent ON sessions (parent_id, created_at);
+        CREATE INDEX temp.t_sessions_by_updated ON sessions (updated_at, created_at, id);
+        CREATE INDEX temp.t_sessions_by_workspace
+            ON sessions (workspace, updated_at, created_at, id)
+        """,
+    )
+    _run(conn, LINEAGE_TABLES.replace("REFERENCES sessions(id)", "").format(schema="temp."))
+    backfill_lineages(conn, "temp")
+    conn.execute("CREATE INDEX temp.t_sessions_by_root ON sessions (root_id)")
+
+
+READ_ONLY_SHIMS["m002_lineages_and_leases"] = _m002_read_only
+
+
+def backfill_lineages(conn: sqlite3.Connection, schema: str) -> None:
+    """Fill ``root_id``/``depth`` and the lineage rows of sessions written before them."""
+    rows = conn.execute(
+        f"SELECT id, parent_id, updated_at, created_at, workspace FROM {schema}.sessions"
+    ).fetchall()
+    parent = {row[0]: row[1] for row in rows}
+    place: dict[str, tuple[str, int]] = {}
+    for session_id in parent:
+        path = [session_id]
+        # Walk up to a known place or the root; a hand-edited cycle ends the walk too.
+        while (up := parent[path[-1]]) is not None and up in parent and up not in place:
+            if up in path:
+                break
+            path.append(up)
+        top = path[-1]
+        up = parent[top]
+        root, depth = place[up] if up is not None and up in place else (top, -1)
+        for offset, member in enumerate(reversed(path)):
+            place[member] = (root, depth + 1 + offset)
+    conn.executemany(
+        f"UPDATE {schema}.sessions SET root_id = ?, depth = ? WHERE id = ?",
+        [(root, depth, session_id) for session_id, (root, depth) in place.items()],
+    )
+    parents = {row[1] for row in rows}
+    lineages: dict[str, list[tuple[str, str, str, str]]] = {}
+    newest: dict[str, str] = {}
+    for session_id, _, updated, created, workspace in rows:
+        root = place[session_id][0]
+        lineages.setdefault(root, []).append((updated, created, session_id, workspace))
+        newest[root] = max(newest.get(root, updated), updated)
+    values = []
+    for root, members in lineages.items():
+        leaves = [member for member in members if member[2] not in parents] or members
+        head = max(leaves)
+        values.append((root, head[2], newest[root], head[3], len(members)))
+    conn.executemany(
+        f"INSERT INTO {schema}.lineages (root_id, head_id, updated_at, workspace, sessions) "
+        "VALUES (?, ?, ?, ?, ?)",
+        values,
+    )
+
+
 def ensure_migrations_table(conn: sqlite3.Connection) -> None:
     conn.execute(
         f"CREATE TABLE IF NOT EXISTS {MIGRATIONS_TABLE} "
@@ -100,6 +209,17 @@ def pending_migrations(conn: sqlite3.Connection) -> list[tuple[str, Migration]]:
     return [(name, function) for name, function in MIGRATIONS if name not in done]
 
 
+def newer_schema(conn: sqlite3.Connection) -> str | None:
+    """Why the schema is newer than this code (None: it is not)."""
+    version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+    unknown = sorted(applied_migrations(conn) - {name for name, _ in MIGRATIONS})
+    if version > len(MIGRATIONS):
+        return f"schema version {version}; this version of agentloop knows {len(MIGRATIONS)}"
+    if unknown:
+        return f"unknown migration {unknown[0]}"
+    return None
+
+
 def apply_pending(conn: sqlite3.Connection) -> list[str]:
     """Apply what is missing; the caller holds a write transaction. Returns the names applied."""
     ensure_migrations_table(conn)
@@ -111,4 +231,16 @@ def apply_pending(conn: sqlite3.Connection) -> list[str]:
             (name, datetime.now(UTC).isoformat(timespec="microseconds")),
         )
         names.append(name)
+    conn.execute(f"PRAGMA user_version = {len(MIGRATIONS)}")
     return names
+
+
+def shim_pending(conn: sqlite3.Connection) -> str | None:
+    """Read-only: make an older schema readable in TEMP; the first migration without a shim
+    (None: every pending migration was shimmed)."""
+    for name, _ in pending_migrations(conn):
+        shim = READ_ONLY_SHIMS.get(name)
+        if shim is None:
+            return name
+        shim(conn)
+    return None

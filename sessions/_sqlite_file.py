@@ -12,7 +12,14 @@ from contextlib import suppress
 from pathlib import Path
 
 from sessions import _migrations
-from sessions._errors import SessionError, StoreBusyError, StoreCorruptError, StoreError
+from sessions._errors import (
+    SessionError,
+    StoreBusyError,
+    StoreCorruptError,
+    StoreError,
+    StoreMissingError,
+    StoreVersionError,
+)
 from sessions._paths import FILE_MODE, ensure_private_dir
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -144,8 +151,7 @@ def _create_store(path: Path) -> None:
                 os.unlink(f"{temporary}{suffix}")
 
 
-def _prepare(conn: sqlite3.Connection, path: Path) -> None:
-    """Refuse a foreign database; apply pending migrations (nothing is written otherwise)."""
+def _refuse_foreign(conn: sqlite3.Connection, path: Path) -> set[str]:
     tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     if tables and _migrations.MIGRATIONS_TABLE not in tables:
         raise StoreCorruptError(
@@ -153,8 +159,27 @@ def _prepare(conn: sqlite3.Connection, path: Path) -> None:
             "it was left untouched — pass another store path",
             path=path,
         )
-    if tables and not _migrations.pending_migrations(conn):
-        return  # the common case: nothing to write.
+    return tables
+
+
+def newer_error(path: Path, why: str) -> StoreVersionError:
+    return StoreVersionError(
+        f"session store {path} was written by a newer version of agentloop ({why}); "
+        "it is not written to — upgrade agentloop, or open it read-only",
+        path=path,
+    )
+
+
+def _prepare(conn: sqlite3.Connection, path: Path) -> None:
+    """Refuse a foreign or newer database; apply pending migrations (nothing is written
+    otherwise)."""
+    tables = _refuse_foreign(conn, path)
+    if tables:
+        why = _migrations.newer_schema(conn)
+        if why is not None:
+            raise newer_error(path, why)
+        if not _migrations.pending_migrations(conn):
+            return  # the common case: nothing to write.
     if not tables:
         # An empty SQLite file becomes a store: make it as private as one created here.
         os.chmod(path, FILE_MODE)
@@ -163,11 +188,33 @@ def _prepare(conn: sqlite3.Connection, path: Path) -> None:
         conn.execute("PRAGMA journal_mode = WAL")
     conn.execute("BEGIN IMMEDIATE")
     try:
+        # Another process may have migrated (or even upgraded past us) while we waited.
+        why = _migrations.newer_schema(conn) if tables else None
+        if why is not None:
+            raise newer_error(path, why)
         _migrations.apply_pending(conn)
     except BaseException:
         conn.execute("ROLLBACK")
         raise
     conn.execute("COMMIT")
+
+
+def _prepare_read_only(conn: sqlite3.Connection, path: Path) -> None:
+    """Refuse a foreign database; make an older schema readable without writing to it."""
+    if not _refuse_foreign(conn, path):
+        raise StoreMissingError(f"no session store at {path} yet (it is empty)", path=path)
+    if _migrations.newer_schema(conn) is None:
+        missing = _migrations.shim_pending(conn)
+        if missing is not None:
+            raise StoreVersionError(
+                f"session store {path} needs an upgrade ({missing}) that cannot be done "
+                "read-only; open it once for writing",
+                path=path,
+            )
+
+
+def _sidecars(path: Path) -> list[Path]:
+    return [Path(f"{path}{suffix}") for suffix in ("-wal", "-shm")]
 
 
 def open_connection(path: Path, busy_timeout: float) -> sqlite3.Connection:
@@ -188,7 +235,7 @@ def open_connection(path: Path, busy_timeout: float) -> sqlite3.Connection:
         raise StoreError(
             f"cannot create session store {path}: {error.strerror or error}", path=path
         ) from None
-    sidecars = [Path(f"{path}{suffix}") for suffix in ("-wal", "-shm")]
+    sidecars = _sidecars(path)
     existed = [sidecar.exists() for sidecar in sidecars]
     conn: sqlite3.Connection | None = None
     try:
@@ -206,3 +253,51 @@ def open_connection(path: Path, busy_timeout: float) -> sqlite3.Connection:
                         sidecar.unlink()
         raise mapped from None
     return conn
+
+
+def open_read_only(path: Path, busy_timeout: float) -> tuple[sqlite3.Connection, bool]:
+    """A read-only connection to the existing store at ``path`` (nothing is created or
+    written), and whether SQLite's WAL/SHM files beside it must be tidied after closing."""
+    try:
+        if not (path.exists() or path.is_symlink()):
+            raise StoreMissingError(f"no session store at {path} yet", path=path)
+        if not path.is_file():
+            raise StoreCorruptError(
+                f"{path} is not a valid agentloop session store (not a regular file)", path=path
+            )
+    except OSError as error:
+        raise StoreError(f"cannot read session store {path}: {error.strerror}", path=path) from None
+    check_header(path)
+    tidy = not any(sidecar.exists() for sidecar in _sidecars(path))
+    conn: sqlite3.Connection | None = None
+    try:
+        conn = sqlite3.connect(
+            f"{path.absolute().as_uri()}?mode=ro",
+            uri=True,
+            timeout=busy_timeout,
+            isolation_level=None,
+            check_same_thread=False,
+        )
+        _prepare_read_only(conn, path)
+    except (sqlite3.Error, SessionError) as error:
+        if conn is not None:
+            conn.close()
+        if tidy:
+            tidy_sidecars(path)
+        raise (
+            error if isinstance(error, SessionError) else map_error(error, path, busy_timeout)
+        ) from None
+    return conn, tidy
+
+
+def tidy_sidecars(path: Path) -> None:
+    """Remove the empty WAL/SHM files a read-only connection leaves behind (it may not delete
+    them itself): a last connection that may write removes them when it closes."""
+    with suppress(sqlite3.Error, OSError):
+        if not any(sidecar.exists() for sidecar in _sidecars(path)):
+            return
+        conn = sqlite3.connect(str(path), isolation_level=None)
+        try:
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchall()
+        finally:
+            conn.close()

@@ -1,4 +1,4 @@
-"""The ``SessionStore`` protocol: what any backend (SQLite today, PostgreSQL later) provides.
+"""The ``SessionStore`` protocol: what every backend (SQLite, PostgreSQL) provides.
 
 Every method that takes a session id accepts a full id or a unique prefix of at least 4
 characters and raises :class:`InvalidSessionIdError`, :class:`SessionNotFoundError` or
@@ -7,12 +7,26 @@ characters and raises :class:`InvalidSessionIdError`, :class:`SessionNotFoundErr
 A new backend implements the seed's ``compact`` and ``get_compaction_record`` by delegating to
 :func:`sessions._compaction.compact` / :func:`sessions._compaction.get_compaction_record` with a
 factory of its write (read) transactions seen as a ``LineageTransaction``; its behaviour is
-pinned by the contract suite in ``tests/test_store_contract.py``.
+pinned by the contract suite in ``tests/test_store_contract*.py``.
+
+Durability: every write method is ONE transaction, committed (made durable: one WAL flush)
+before it returns; ``append_messages`` with a turn's messages costs one flush, not one per
+message.
+
+Leases (one writer per session): a writer takes :meth:`SessionStore.acquire_lease` on the
+session it continues, renews it while it works and releases it at the end. A write is refused
+with :class:`SessionLeasedError` while someone else's lease on that session is live; the holder
+writes by passing its lease, or simply through the store handle that acquired it (the handle
+remembers its leases). A transition made under the lease moves it to the child, same token. An
+expired lease (its holder crashed) is taken over.
 """
 
 from __future__ import annotations
 
+import os
+import socket
 from collections.abc import Mapping, Sequence
+from datetime import timedelta
 from types import TracebackType
 from typing import Any, Protocol, Self, runtime_checkable
 
@@ -20,6 +34,10 @@ from sessions._compaction import CompactionStrategy
 from sessions._types import (
     CompactionEntry,
     CompactionRecord,
+    Conversation,
+    CopyReport,
+    Lease,
+    LineageExport,
     NewMessage,
     Session,
     SessionStatus,
@@ -74,11 +92,13 @@ class SessionStore(Protocol):
         ...
 
     def append_messages(
-        self, session_id: str, messages: Sequence[NewMessage]
+        self, session_id: str, messages: Sequence[NewMessage], *, lease: Lease | None = None
     ) -> list[StoredMessage]:
-        """Append in one short transaction whose cost does not depend on the session's length.
+        """Append in ONE short transaction (one durable commit for the whole list, e.g. a
+        turn) whose cost does not depend on the session's length.
 
-        Raises :class:`SessionCompactedError` if a child already continues the session.
+        Raises :class:`SessionCompactedError` if a child already continues the session and
+        :class:`SessionLeasedError` if another writer's lease on it is live.
         """
         ...
 
@@ -105,6 +125,17 @@ class SessionStore(Protocol):
 
     def count_sessions(self, *, workspace: str | None = None) -> int:
         """How many sessions (in ``workspace``, or in all)."""
+        ...
+
+    def list_conversations(
+        self, *, workspace: str | None = None, limit: int | None = 50, offset: int = 0
+    ) -> list[Conversation]:
+        """One row per lineage, most recently active first; ``workspace`` filters on the
+        head's workspace."""
+        ...
+
+    def count_conversations(self, *, workspace: str | None = None) -> int:
+        """How many lineages (whose head is in ``workspace``, or in all)."""
         ...
 
     def children(self, session_id: str) -> list[Session]:
@@ -141,15 +172,22 @@ class SessionStore(Protocol):
         summary: str | None = None,
         metadata: Mapping[str, Any] | None = None,
         child_id: str | None = None,
+        lease: Lease | None = None,
     ) -> Session:
         """In ONE transaction: create the child (same model, workspace and title; metadata is
         the parent's merged with ``metadata``) holding ``messages``, mark the parent
         ``compacted`` and record a :class:`CompactionEntry`. The parent's messages are never
-        touched. ``messages_before`` defaults to the parent's message count."""
+        touched. ``messages_before`` defaults to the parent's message count. With ``lease``
+        (the parent's), the same lease token holds the child afterwards."""
         ...
 
     def compact(
-        self, session_id: str, strategy: CompactionStrategy, summary: str | None = None
+        self,
+        session_id: str,
+        strategy: CompactionStrategy,
+        summary: str | None = None,
+        *,
+        lease: Lease | None = None,
     ) -> CompactionRecord:
         """Compact the conversation ``session_id`` belongs to, at its newest descendant.
 
@@ -165,6 +203,54 @@ class SessionStore(Protocol):
         """Every compaction in the session's lineage, oldest first."""
         ...
 
+    # ------------------------------------------------------------------ leases
+
+    def acquire_lease(self, session_id: str, *, owner: str, ttl: float = 30.0) -> Lease:
+        """Claim the session for ``owner`` (e.g. ``"pid 1234 on host x"``) for ``ttl`` seconds.
+
+        :class:`SessionLeasedError` (naming the holder) if another owner's lease is live; an
+        expired one is taken over; the same owner re-acquiring gets a fresh lease."""
+        ...
+
+    def renew_lease(self, lease: Lease) -> Lease:
+        """Extend ``lease`` by its ttl from now; returns it with the session it now holds (a
+        transition moves it to the child). :class:`SessionLeasedError` if it was lost."""
+        ...
+
+    def release_lease(self, lease: Lease) -> None:
+        """Give the lease up (nothing happens if it was already lost)."""
+        ...
+
+    def get_lease(self, session_id: str) -> Lease | None:
+        """The live lease on the session, or None."""
+        ...
+
+    # ------------------------------------------------------------------ housekeeping
+
+    def delete_session(self, session_id: str, *, lineage: bool = False) -> int:
+        """Delete a leaf session (or, with ``lineage``, its whole lineage) with its messages and
+        compaction entries; returns how many sessions went. A session with children is refused
+        unless ``lineage``; a session (lineage) with a live lease is refused."""
+        ...
+
+    def prune(self, *, older_than: timedelta, workspace: str | None = None) -> int:
+        """Delete whole lineages whose last activity is older than ``older_than`` (never one
+        with a live lease); returns how many sessions went."""
+        ...
+
+    def export_lineages(
+        self, *, after: str | None = None, upto: str | None = None, limit: int = 100
+    ) -> list[LineageExport]:
+        """Up to ``limit`` whole lineages whose root id is > ``after`` and <= ``upto`` (None:
+        unbounded), in root id order; read in one snapshot."""
+        ...
+
+    def import_lineages(self, lineages: Sequence[LineageExport]) -> CopyReport:
+        """Store these lineages as they are (ids, times, statuses) in ONE transaction; what the
+        store already holds is kept and counted as present. A session that exists here with
+        another parent, or with more messages than the import, is refused (one line)."""
+        ...
+
     def close(self) -> None:
         """Release the store; further calls fail."""
         ...
@@ -177,3 +263,8 @@ class SessionStore(Protocol):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None: ...
+
+
+def default_lease_owner() -> str:
+    """Who this process is, as a lease owner: ``"pid 1234 on host x"``."""
+    return f"pid {os.getpid()} on {socket.gethostname()}"

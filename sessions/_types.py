@@ -148,3 +148,72 @@ class CompactionRecord(BaseModel):
     summary: str | None = None
     session_id: str | None = None
     message_count: int | None = None
+
+
+class Lease(BaseModel):
+    """One writer's claim on a session (see :meth:`SessionStore.acquire_lease`).
+
+    The lease is identified by its ``token``: after a transition made with it, the same token
+    holds the child, and :meth:`SessionStore.renew_lease` returns the lease with the child's
+    ``session_id``.
+    """
+
+    model_config = ConfigDict(frozen=True, defer_build=True)
+
+    session_id: str
+    owner: str
+    token: str
+    expires_at: UtcDatetime
+    ttl: float = 30.0
+
+
+class Conversation(BaseModel):
+    """One lineage as ``sessions list`` shows it: where it continues and how deep it is.
+
+    ``head`` is the newest descendant of the root (where resuming continues); ``generations``
+    is the head's depth in the lineage (0: the root itself); ``sessions`` counts every session
+    of the lineage, forks included; ``updated_at`` is the lineage's last activity.
+    """
+
+    model_config = ConfigDict(frozen=True, defer_build=True)
+
+    head: Session
+    root_id: str
+    generations: int
+    sessions: int
+    updated_at: UtcDatetime
+
+
+class LineageExport(BaseModel):
+    """Everything stored about one lineage, as :func:`copy_store` moves it between stores.
+
+    ``sessions`` are parents before children; ``messages`` maps a session id to its messages
+    in order; ``compactions`` is the lineage's history, oldest first.
+    """
+
+    model_config = ConfigDict(frozen=True, defer_build=True)
+
+    root_id: str
+    sessions: list[Session]
+    messages: dict[str, list[StoredMessage]]
+    compactions: list[CompactionEntry]
+
+
+class CopyReport(BaseModel):
+    """What :func:`copy_store` (or one ``import_lineages`` call) did: rows copied, and rows the
+    target already held (a second copy of the same data copies nothing)."""
+
+    model_config = ConfigDict(frozen=True, defer_build=True)
+
+    lineages: int = 0
+    sessions_copied: int = 0
+    sessions_present: int = 0
+    messages_copied: int = 0
+    messages_present: int = 0
+    compactions_copied: int = 0
+    compactions_present: int = 0
+
+    def __add__(self, other: CopyReport) -> CopyReport:
+        return CopyReport.model_construct(
+            **{name: getattr(self, name) + getattr(other, name) for name in CopyReport.model_fields}
+        )

@@ -3,10 +3,16 @@
 Adding a backend is one line in :data:`BACKENDS` (plus its :class:`StoreFactory` class): every
 contract test then runs against it through the ``store_factory`` fixture defined here. A
 factory whose server does not answer calls ``pytest.skip`` with a one-line reason.
+
+PostgreSQL: the server at ``$AGENTLOOP_TEST_POSTGRES`` (default
+``postgresql://postgres@127.0.0.1:5432/test``); every test gets a fresh schema, dropped after it.
 """
 
 from __future__ import annotations
 
+import functools
+import os
+import uuid
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -15,7 +21,10 @@ from typing import Any, Protocol
 import pytest
 
 from sessions import NewMessage, Role, Session, SessionStore, open_store
-from sessions._sqlite_queries import SqliteTransaction
+from sessions._sql_transaction import SqlTransaction
+
+POSTGRES_ENV = "AGENTLOOP_TEST_POSTGRES"
+DEFAULT_POSTGRES = "postgresql://postgres@127.0.0.1:5432/test"
 
 
 class InjectedFault(Exception):
@@ -40,6 +49,8 @@ class StoreFactory(Protocol):
     """One test's store on one backend; every handle it opens sees the same data."""
 
     name: str
+    location: str
+    """What ``open_store`` takes to open this store (a path or a URL), e.g. in a child process."""
 
     def open(self, *, clock: Callable[[], datetime] | None = None) -> SessionStore:
         """A new handle; ``clock`` (default: real time) stamps everything it writes."""
@@ -61,11 +72,20 @@ class StoreFactory(Protocol):
         ...
 
 
+def fail_inside_transitions(monkeypatch: pytest.MonkeyPatch) -> None:
+    def fail(self: SqlTransaction, *args: Any, **kwargs: Any) -> None:
+        raise InjectedFault("crash in the middle of the transaction")
+
+    # Both transition() and record_unchanged() write their entry last; both backends run it.
+    monkeypatch.setattr(SqlTransaction, "_insert_entry", fail)
+
+
 class SqliteFactory:
     name = "sqlite"
 
     def __init__(self, tmp_path: Path) -> None:
         self.path = tmp_path / "store" / "sessions.db"
+        self.location = str(self.path)
         self._opened: list[SessionStore] = []
 
     def open(self, *, clock: Callable[[], datetime] | None = None) -> SessionStore:
@@ -79,19 +99,82 @@ class SqliteFactory:
         return store
 
     def fail_inside_transitions(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        def fail(self: SqliteTransaction, *args: Any, **kwargs: Any) -> None:
-            raise InjectedFault("crash in the middle of the transaction")
-
-        # Both transition() and record_unchanged() write their entry last.
-        monkeypatch.setattr(SqliteTransaction, "_insert_entry", fail)
+        fail_inside_transitions(monkeypatch)
 
     def close(self) -> None:
         for store in self._opened:
             store.close()
 
 
+def postgres_url() -> str:
+    return os.environ.get(POSTGRES_ENV, "").strip() or DEFAULT_POSTGRES
+
+
+@functools.cache
+def postgres_unavailable() -> str | None:
+    """Why the PostgreSQL tests cannot run here (None: they can). Asked once per test run."""
+    try:
+        import psycopg
+    except ImportError:
+        return 'psycopg is not installed (pip install -e ".[postgres]")'
+    url = postgres_url()
+    try:
+        psycopg.connect(url, connect_timeout=3, autocommit=True).close()
+    except psycopg.Error as error:
+        reason = str(error).strip().splitlines()[0] if str(error).strip() else "no answer"
+        return f"no PostgreSQL server answers at {url} (set {POSTGRES_ENV}): {reason}"
+    return None
+
+
+def with_schema(url: str, schema: str) -> str:
+    return f"{url}{'&' if '?' in url else '?'}schema={schema}"
+
+
+def fresh_schema() -> str:
+    return f"agentloop_test_{os.getpid()}_{uuid.uuid4().hex[:10]}"
+
+
+def drop_schema(schema: str) -> None:
+    import psycopg
+    from psycopg import sql
+
+    with psycopg.connect(postgres_url(), autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+
+
+class PostgresFactory:
+    name = "postgresql"
+
+    def __init__(self, tmp_path: Path) -> None:
+        reason = postgres_unavailable()
+        if reason is not None:
+            pytest.skip(reason)
+        self.schema = fresh_schema()
+        self.location = with_schema(postgres_url(), self.schema)
+        self._opened: list[SessionStore] = []
+
+    def open(self, *, clock: Callable[[], datetime] | None = None) -> SessionStore:
+        store = open_store(self.location, clock=clock)
+        self._opened.append(store)
+        return store
+
+    def open_nowait(self) -> SessionStore:
+        store = open_store(self.location, busy_timeout=0)
+        self._opened.append(store)
+        return store
+
+    def fail_inside_transitions(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        fail_inside_transitions(monkeypatch)
+
+    def close(self) -> None:
+        for store in self._opened:
+            store.close()
+        drop_schema(self.schema)
+
+
 BACKENDS: dict[str, Callable[[Path], StoreFactory]] = {
     "sqlite": SqliteFactory,
+    "postgresql": PostgresFactory,
 }
 """Backend name -> factory taking the test's ``tmp_path``."""
 

@@ -30,11 +30,14 @@ AGENTLOOP_API = {
 
 SESSIONS_API = {
     "AmbiguousSessionIdError", "CompactionEntry", "CompactionError", "CompactionRecord",
-    "CompactionStrategy", "InvalidSessionIdError", "NewMessage", "Role", "Session",
-    "SessionCompactedError", "SessionError", "SessionNotFoundError", "SessionStatus",
-    "SessionStore", "SqliteSessionStore", "StoreBusyError", "StoreCorruptError", "StoreError",
-    "StoredMessage", "UNSET", "default_store_path", "new_session_id", "open_store",
-    "pair_safe_cut", "short_id", "validate_session_id", "validate_session_ref", "workspace_key",
+    "CompactionStrategy", "Conversation", "CopyReport", "InvalidSessionIdError", "Lease",
+    "LineageExport", "NewMessage", "PostgresSessionStore", "Role", "Session",
+    "SessionCompactedError", "SessionError", "SessionLeasedError", "SessionNotFoundError",
+    "SessionStatus", "SessionStore", "SqliteSessionStore", "StoreBusyError",
+    "StoreConnectionError", "StoreCorruptError", "StoreError", "StoreMissingError",
+    "StoreVersionError", "StoredMessage", "UNSET", "copy_store", "default_lease_owner",
+    "default_store_path", "new_session_id", "open_store", "pair_safe_cut", "short_id",
+    "validate_session_id", "validate_session_ref", "workspace_key",
 }  # fmt: skip
 
 

@@ -24,6 +24,7 @@ import pytest
 from sessions import (
     NewMessage,
     SessionError,
+    SqliteSessionStore,
     StoreBusyError,
     StoreCorruptError,
     _migrations,
@@ -165,7 +166,7 @@ def test_kill_9_while_appending_loses_nothing_committed(tmp_path: Path) -> None:
 def append_then_park_at(path: str, session_id: str, statement: str, report_fd: int) -> None:
     """Child process: commit one batch, then park inside the next append's transaction just
     before SQLite runs ``statement``."""
-    with open_store(path) as store:
+    with SqliteSessionStore(path) as store:
         store.append_messages(session_id, batch(0))
         assert store._conn is not None
 
@@ -208,7 +209,7 @@ def create_and_park(path: str, stage: str, report_fd: int) -> None:
         _migrations.apply_pending = apply_then_park
     elif stage == "complete, not linked into place":
         os.link = lambda *args, **kwargs: park(report_fd, "parked")
-    with open_store(path) as store:
+    with SqliteSessionStore(path) as store:
         session = store.create_session(model="m", workspace="/w")
         assert store._conn is not None
         store._conn.set_trace_callback(

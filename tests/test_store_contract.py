@@ -185,14 +185,14 @@ def test_list_is_newest_first_and_filters_by_workspace(store: SessionStore) -> N
             store.list_sessions(offset=bad)
 
 
-def test_prefixes_resolve_and_ambiguity_lists_candidates(store_factory: StoreFactory) -> None:
-    frozen = datetime(2025, 3, 1, 9, 0, tzinfo=UTC)
-    store = store_factory.open(clock=lambda: frozen)
-    ids = [store.create_session(model="m", workspace="/w").id for _ in range(3)]
-    # Same second: the first 6 characters are shared, so a 6-character prefix is ambiguous.
-    assert len({i[:6] for i in ids}) == 1
+def test_prefixes_resolve_and_ambiguity_lists_candidates(store: SessionStore) -> None:
+    shared = new_session_id()[:6]
+    ids = [
+        store.create_session(model="m", workspace="/w", session_id=shared + new_session_id()[6:]).id
+        for _ in range(3)
+    ]
     with pytest.raises(AmbiguousSessionIdError) as caught:
-        store.get_session(ids[0][:6])
+        store.get_session(shared)
     message = str(caught.value)
     assert "\n" not in message
     assert all(i[:8] in message for i in ids)
@@ -202,6 +202,16 @@ def test_prefixes_resolve_and_ambiguity_lists_candidates(store_factory: StoreFac
         assert store.get_session(session_id.upper()).id == session_id
         # A unique prefix (long enough to tell the three apart) resolves.
         assert store.resolve_id(session_id[:20]) == session_id
+
+
+def test_new_ids_made_in_the_same_second_list_by_creation_time(store_factory: StoreFactory) -> None:
+    frozen = datetime(2025, 3, 1, 9, 0, tzinfo=UTC)
+    ticks = iter(range(1000))
+    store = store_factory.open(clock=lambda: frozen + timedelta(microseconds=next(ticks)))
+    made = [store.create_session(model="m", workspace="/w").id for _ in range(20)]
+    assert [s.id for s in store.list_sessions(limit=None)] == made[::-1]
+    # What the UI shows is random, so ids made together differ in their first characters.
+    assert len({i[:4] for i in made}) >= 18
 
 
 def test_unknown_and_bad_ids_raise_one_line_errors(store: SessionStore) -> None:

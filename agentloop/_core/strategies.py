@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from agentloop._core.blocks import Block, BlockRenderer, to_json, tool_result_text
+from agentloop._core.blocks import Block, BlockRenderer, tool_result_text
 from agentloop._core.messages import ContentBlock, Message, SummaryInfo, latest_request_index
 from agentloop._core.prefix import (
     STATE_OPEN,
@@ -236,6 +236,18 @@ def _prune_values(value: Any, min_chars: int) -> Any:
     return value
 
 
+def _chars(value: Any) -> int:
+    """About how many characters ``value`` takes as JSON: its strings' lengths, plus a little
+    for every other leaf (cheap: no encoding)."""
+    if isinstance(value, str):
+        return len(value)
+    if isinstance(value, dict):
+        return sum(len(str(key)) + _chars(item) for key, item in value.items())
+    if isinstance(value, list | tuple):
+        return sum(_chars(item) for item in value)
+    return 4
+
+
 def _content_chars(content: Sequence[Block]) -> int:
     total = 0
     for block in content:
@@ -243,11 +255,11 @@ def _content_chars(content: Sequence[Block]) -> int:
         if kind == "text":
             total += len(str(block.get("text", "")))
         elif kind in ("tool_use", "server_tool_use"):
-            total += len(to_json(block.get("input", {})))
+            total += _chars(block.get("input", {}))
         elif kind == "tool_result":
-            total += len(tool_result_text(block))
+            total += _chars(block.get("content", ""))
         else:
-            total += len(to_json(block))
+            total += _chars(block)
     return total
 
 
