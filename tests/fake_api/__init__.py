@@ -12,11 +12,17 @@ with tiktoken times ``token_factor``, a fixed ``message_overhead`` per message, 
 pixels and PDFs by their pages (``media_costs``). ``POST /v1/messages/count_tokens`` answers the
 very figure a ``/v1/messages`` call with the same body reports as input plus cache tokens.
 
-Modules: ``replies`` (reply specs), ``rules`` (:func:`check_request`), ``media`` (image and PDF
-headers), ``counting`` (token costs), ``server`` (:class:`FakeAnthropicServer`). Standard library
-only (plus tiktoken for counting); the SDK is imported only by the convenience
-:meth:`FakeAnthropicServer.client` / :meth:`FakeAnthropicServer.async_client`.
-``tests/fake_anthropic.py`` re-exports all of this and holds the ``fake_api`` pytest fixture.
+Faults on the wire (:class:`Fault`, :func:`dropped_reply`, :func:`unfinished_reply`,
+:func:`stalled_reply`; a reply's ``framing``): a stream whose connection drops (close-delimited
+or chunked, between events or inside one, FIN or RST), one that ends without ``message_stop``,
+a stall bounded in time; error sequences are queues of :class:`ErrorReply`.
+
+Modules: ``replies`` (reply specs), ``faults`` (writing bodies and their faults), ``rules``
+(:func:`check_request`), ``media`` (image and PDF headers), ``counting`` (token costs),
+``server`` (:class:`FakeAnthropicServer`). Standard library only (plus tiktoken for counting);
+the SDK is imported only by the convenience :meth:`FakeAnthropicServer.client` /
+:meth:`FakeAnthropicServer.async_client`. ``tests/fake_anthropic.py`` re-exports the names
+from before the faults and holds the ``fake_api`` pytest fixture (import the faults from here).
 """
 
 from fake_api.counting import PDF_PAGE_TOKENS, MediaPrices, text_tokens
@@ -25,18 +31,24 @@ from fake_api.replies import (
     ANTHROPIC_VERSION,
     TEST_API_KEY,
     ErrorReply,
+    Fault,
+    FaultKind,
+    Framing,
     Handler,
     Reply,
     ReplySpec,
     ToolCall,
     api_error,
+    dropped_reply,
     invalid_request,
     overloaded,
     prompt_too_long,
     rate_limited,
+    stalled_reply,
     text_reply,
     tool_reply,
     unauthorized,
+    unfinished_reply,
 )
 from fake_api.rules import check_request
 from fake_api.server import DEFAULT_MODELS, FakeAnthropicServer, ModelSpec, RecordedRequest
@@ -49,6 +61,9 @@ __all__ = [
     "TEST_API_KEY",
     "ErrorReply",
     "FakeAnthropicServer",
+    "Fault",
+    "FaultKind",
+    "Framing",
     "Handler",
     "ImageInfo",
     "MediaPrices",
@@ -59,6 +74,7 @@ __all__ = [
     "ToolCall",
     "api_error",
     "check_request",
+    "dropped_reply",
     "image_tokens",
     "invalid_request",
     "overloaded",
@@ -66,8 +82,10 @@ __all__ = [
     "prompt_too_long",
     "rate_limited",
     "sniff_image",
+    "stalled_reply",
     "text_reply",
     "text_tokens",
     "tool_reply",
     "unauthorized",
+    "unfinished_reply",
 ]

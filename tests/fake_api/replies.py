@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeAlias
+from typing import Any, Literal, TypeAlias
 
 TEST_API_KEY = "test-key"
 """The only API key a request to the fake server may carry."""
@@ -13,6 +14,35 @@ ANTHROPIC_VERSION = "2023-06-01"
 
 # ---------------------------------------------------------------------------------------------
 # Reply specs
+
+Framing = Literal["close", "chunked"]
+"""How a streamed body is delimited: by closing the connection (HTTP/1.0, the default) or by
+``Transfer-Encoding: chunked`` (HTTP/1.1), where a connection that drops mid-body is detectable."""
+FaultKind = Literal["drop", "end", "no_stop", "stall"]
+
+
+@dataclass(frozen=True, eq=False)
+class Fault:
+    """How a reply goes wrong on the wire (see :mod:`fake_api.faults`).
+
+    ``drop``: send ``after_events`` stream events intact (a non-streamed reply: half of its
+    JSON body), then, with ``partial_event``, the first half of the next one, then close the
+    connection (``reset``: with an RST instead of a FIN). ``end``: end the stream cleanly (in
+    chunked framing with its last chunk) after ``after_events`` events: no ``message_delta``,
+    no ``message_stop``. ``no_stop``: the whole stream but its ``message_stop``, ended cleanly
+    (``after_events`` does not apply). ``stall``: send ``after_events`` events, then wait until
+    ``release`` is set or ``seconds`` have passed (the bound), then go on (``then="continue"``)
+    or drop (``then="drop"``). ``reached`` is set when the fault point is reached.
+    """
+
+    kind: FaultKind
+    after_events: int = 4
+    partial_event: bool = True
+    reset: bool = False
+    seconds: float = 5.0
+    release: threading.Event | None = None
+    then: Literal["continue", "drop"] = "continue"
+    reached: threading.Event = field(default_factory=threading.Event)
 
 
 @dataclass(frozen=True)
@@ -43,6 +73,10 @@ class Reply:
     headers: Mapping[str, str] = field(default_factory=dict)
     delay: float = 0.0
     """Seconds to wait before answering (to provoke client timeouts)."""
+    framing: Framing = "close"
+    """How a streamed reply's body is delimited."""
+    fault: Fault | None = None
+    """How the reply goes wrong on the wire (None: it does not)."""
 
 
 @dataclass(frozen=True)
@@ -76,6 +110,44 @@ def tool_reply(
             block["id"] = tool.id
         blocks.append(block)
     return Reply(content=tuple(blocks), **options)
+
+
+def dropped_reply(
+    text: str,
+    *,
+    after_events: int = 4,
+    framing: Framing = "close",
+    partial_event: bool = True,
+    reset: bool = False,
+) -> Reply:
+    """A text reply whose connection drops after ``after_events`` stream events."""
+    fault = Fault("drop", after_events, partial_event=partial_event, reset=reset)
+    return text_reply(text, framing=framing, fault=fault)
+
+
+def unfinished_reply(
+    text: str, *, after_events: int | None = None, framing: Framing = "close"
+) -> Reply:
+    """A text reply whose stream ends cleanly without ``message_stop``: after ``after_events``
+    events (without ``message_delta`` and its stop reason too), or, by default, right before
+    ``message_stop``."""
+    fault = Fault("no_stop") if after_events is None else Fault("end", after_events)
+    return text_reply(text, framing=framing, fault=fault)
+
+
+def stalled_reply(
+    text: str,
+    *,
+    seconds: float,
+    after_events: int = 4,
+    release: threading.Event | None = None,
+    then: Literal["continue", "drop"] = "continue",
+    framing: Framing = "close",
+) -> Reply:
+    """A text reply whose stream stalls after ``after_events`` events for at most ``seconds``
+    (less once ``release`` is set), then goes on or drops."""
+    fault = Fault("stall", after_events, seconds=seconds, release=release, then=then)
+    return text_reply(text, framing=framing, fault=fault)
 
 
 def overloaded(message: str = "Overloaded") -> ErrorReply:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import itertools
 import json
@@ -22,6 +23,7 @@ from fake_api.counting import (
     text_tokens,
     without_cache_control,
 )
+from fake_api.faults import send_json, send_stream
 from fake_api.media import IMAGE_TOKEN_CAP
 from fake_api.replies import (
     TEST_API_KEY,
@@ -144,6 +146,7 @@ class FakeAnthropicServer:
         self._ids = itertools.count(1)
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
+        self._stopping = threading.Event()
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -158,6 +161,7 @@ class FakeAnthropicServer:
         return self
 
     def stop(self) -> None:
+        self._stopping.set()  # ends any stall a reply is in
         if self._httpd is not None:
             self._httpd.shutdown()
             self._httpd.server_close()
@@ -576,7 +580,9 @@ class _RequestHandler(BaseHTTPRequestHandler):
         message = self.fake._message_json(body, reply)
         if reply.delay:
             time.sleep(reply.delay)
-        if body.get("stream"):
+        if reply.fault is not None or reply.framing != "close":
+            self._send_faulty(number, body, message, reply)
+        elif body.get("stream"):
             self._send_stream(message, reply.headers)
         else:
             self._send_json(200, message, reply.headers)
@@ -593,6 +599,43 @@ class _RequestHandler(BaseHTTPRequestHandler):
         for event, data in self.fake._stream_events(message):
             self.wfile.write(f"event: {event}\ndata: {json.dumps(data)}\n\n".encode())
             self.wfile.flush()
+
+    def _send_faulty(
+        self, number: int, body: dict[str, Any], message: dict[str, Any], reply: Reply
+    ) -> None:
+        # The client may give up (its timeout) while the reply stalls: nothing left to answer.
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            self._write_faulty(number, body, message, reply)
+
+    def _write_faulty(
+        self, number: int, body: dict[str, Any], message: dict[str, Any], reply: Reply
+    ) -> None:
+        request_id = self.fake._new_id("req")
+        stopped = self.fake._stopping.is_set
+        if body.get("stream"):
+            events = self.fake._stream_events(message)
+            send_stream(
+                self,
+                events,
+                headers=reply.headers,
+                framing=reply.framing,
+                fault=reply.fault,
+                request_id=request_id,
+                stopped=stopped,
+            )
+            return
+        fault = reply.fault
+        if fault is not None and fault.kind in ("end", "no_stop"):
+            self.fake._violation(f"request {number}: a {fault.kind} fault needs a streamed request")
+            fault = None
+        send_json(
+            self,
+            message,
+            headers=reply.headers,
+            fault=fault,
+            request_id=request_id,
+            stopped=stopped,
+        )
 
     def _count_tokens(self, number: int, body: Any) -> None:
         if self._refuse_invalid(number, body, count_tokens=True):
