@@ -144,12 +144,20 @@ class SqlWrites(SqlReads):
     # ------------------------------------------------------------------ messages
 
     def insert_messages(
-        self, session_id: str, first_seq: int, messages: Sequence[NewMessage]
+        self,
+        session_id: str,
+        first_seq: int,
+        messages: Sequence[NewMessage],
+        *,
+        returning: bool = True,
     ) -> list[StoredMessage]:
+        """Insert ``messages`` from position ``first_seq``; the stored values when
+        ``returning`` (a transition's child needs none)."""
         stored: list[StoredMessage] = []
         rows = []
+        now = self.now.astimezone(UTC)
         for offset, message in enumerate(messages):
-            created = (message.created_at or self.now).astimezone(UTC)
+            created = now if message.created_at is None else message.created_at.astimezone(UTC)
             rows.append(
                 (
                     session_id,
@@ -162,6 +170,8 @@ class SqlWrites(SqlReads):
                     created,
                 )
             )
+            if not returning:
+                continue
             stored.append(
                 StoredMessage.model_construct(
                     session_id=session_id,
@@ -283,7 +293,7 @@ class SqlWrites(SqlReads):
             metadata=merge_metadata(parent.metadata, metadata or {}),
             message_count=len(messages),
         )
-        self.insert_messages(child_id, 0, messages)
+        self.insert_messages(child_id, 0, messages, returning=False)
         self.db.run(
             "UPDATE sessions SET status = 'compacted', updated_at = ? WHERE id = ?",
             (self.now, parent.id),
