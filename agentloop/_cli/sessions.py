@@ -376,6 +376,7 @@ def prune_command(
 
 def copy_command(store: SessionStore, out: TextIO, target: str) -> None:
     """Copy everything in ``store`` to the store at ``target``; print what was done."""
+    from agentloop._cli import render
     from agentloop._cli.store import open_cli_store
     from sessions import copy_store
 
@@ -390,4 +391,5 @@ def copy_command(store: SessionStore, out: TextIO, target: str) -> None:
         )
     )
     shown = re.sub(r"(://[^:/@]+):[^@]*@", r"\1:***@", target)  # never print a password
-    out.write(f"Copied {report.lineages:,} conversations to {shown}: {copied}.\n")
+    conversations = render.plural(report.lineages, "conversation")
+    out.write(f"Copied {conversations} to {shown}: {copied}.\n")
