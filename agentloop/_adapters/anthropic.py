@@ -349,9 +349,14 @@ class AnthropicModel:
                 message = client.messages.create(**kwargs)
             else:
                 with client.messages.stream(**kwargs) as stream:
-                    for text in stream.text_stream:
-                        on_text(text)
-                    message = _whole(stream.get_final_message())
+                    stopped = False
+                    for event in stream:
+                        if event.type == "text":
+                            on_text(event.text)
+                        elif event.type == "message_stop":
+                            stopped = True
+                    _require_stop(stopped)
+                    message = stream.current_message_snapshot
         return response_from_message(message)
 
     async def acomplete(
@@ -367,9 +372,14 @@ class AnthropicModel:
                 message = await client.messages.create(**kwargs)
             else:
                 async with client.messages.stream(**kwargs) as stream:
-                    async for text in stream.text_stream:
-                        on_text(text)
-                    message = _whole(await stream.get_final_message())
+                    stopped = False
+                    async for event in stream:
+                        if event.type == "text":
+                            on_text(event.text)
+                        elif event.type == "message_stop":
+                            stopped = True
+                    _require_stop(stopped)
+                    message = stream.current_message_snapshot
         return response_from_message(message)
 
     def count_tokens(self, request: ModelRequest) -> int:
@@ -422,14 +432,13 @@ def _is_transport_error(error: BaseException) -> bool:
     return module in ("httpx", "httpx2", "httpcore", "h11") or isinstance(error, OSError)
 
 
-def _whole(message: SDKMessage) -> SDKMessage:
-    """``message`` if the API finished it; a stream that ended without ``message_stop`` leaves a
-    reply without a stop reason, which must not pass for a whole answer."""
-    if message.stop_reason is None:
+def _require_stop(stopped: bool) -> None:
+    """A stream that ended without ``message_stop`` — cut before its first event, or after
+    some — is no whole answer, whatever its snapshot holds (read only after this check)."""
+    if not stopped:
         raise IncompleteReplyError(
             "the API's reply broke off before its end (the stream closed without message_stop)"
         )
-    return message
 
 
 def _translated(

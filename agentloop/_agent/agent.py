@@ -104,6 +104,9 @@ class _AgentEvents(LoopEvents):
     def on_reply(self, response: ModelResponse) -> None:
         self.ui.on_reply(response)
 
+    def on_reply_incomplete(self, reason: str) -> None:
+        self.ui.on_reply_incomplete(reason)
+
 
 class CodingAgent:
     """A coding agent on a workspace, saved in a session store, resumable."""

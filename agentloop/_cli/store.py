@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
+import socket
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -75,6 +77,19 @@ def _busy(session_id: str, holder: str | None) -> SessionBusyError:
     )
 
 
+_LOCAL_OWNER = re.compile(r"pid (\d+) on (.+)")
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # it exists, as another user's
+    return True
+
+
 class Lease:
     """The session lease: taken at start or resume, renewed in a daemon thread every ttl/3,
     moved along when the conversation continues in another session, released at exit.
@@ -87,8 +102,6 @@ class Lease:
     def __init__(self, store: SessionStore, *, ttl: float = LEASE_TTL) -> None:
         self.store = store
         self.ttl = ttl
-        import socket
-
         self.owner = f"pid {os.getpid()} on {socket.gethostname()}"
         self.supported = False
         self._holder: Any = None
@@ -99,10 +112,14 @@ class Lease:
         self._lock = threading.RLock()
 
     def attach(self, loop: object) -> None:
-        """Give the lease to ``loop`` (``loop.lease``) from now on, if it takes one."""
+        """Give the lease to ``loop`` (``loop.lease``) from now on, if it takes one; a session
+        the loop creates is leased by its runtime on its first write, to this owner."""
         if hasattr(loop, "lease"):
             self.supported = True
             self._holder = loop
+            runtime = getattr(loop, "runtime", None)
+            if runtime is not None:
+                runtime.lease_owner = self.owner
 
     @property
     def held(self) -> StoreLease | None:
@@ -122,8 +139,23 @@ class Lease:
     def check(self, session_id: str) -> None:
         """:class:`SessionBusyError` if another writer holds ``session_id`` now."""
         live = self.store.get_lease(session_id)
-        if live is not None and live.owner != self.owner:
+        busy = live is not None and live.owner != self.owner
+        if busy and live is not None and not self._take_from_the_dead(session_id):
             raise _busy(session_id, live.owner)
+
+    def _take_from_the_dead(self, session_id: str) -> bool:
+        """Release a lease whose holder was a process of this machine that no longer runs (a
+        crash, kill -9): it would otherwise block the session until it expires."""
+        live = self.store.get_lease(session_id)
+        if live is None:
+            return True
+        match = _LOCAL_OWNER.fullmatch(live.owner)
+        if match is None or match.group(2) != socket.gethostname():
+            return False  # another machine's process: only its expiry can tell
+        if _running(int(match.group(1))):
+            return False
+        self.store.release_lease(live)
+        return True
 
     def acquire(self, session_id: str) -> None:
         """Hold ``session_id``; :class:`SessionBusyError` if another process holds it."""
@@ -135,7 +167,9 @@ class Lease:
             try:
                 lease = self.store.acquire_lease(session_id, owner=self.owner, ttl=self.ttl)
             except SessionLeasedError as error:
-                raise _busy(session_id, error.owner) from None
+                if not self._take_from_the_dead(session_id):
+                    raise _busy(session_id, error.owner) from None
+                lease = self.store.acquire_lease(session_id, owner=self.owner, ttl=self.ttl)
             if self._held is not None and self.session_id != session_id:
                 self._release_held()
             self.held = lease
@@ -146,6 +180,8 @@ class Lease:
         if session_id is None or session_id == self.session_id or not self.supported:
             return
         with self._lock:
+            if self._held is None and self._holder is not None:
+                self._held = self._holder.lease  # taken by the loop with the session's creation
             if self._held is not None:
                 with contextlib.suppress(Exception):
                     self.held = self.store.renew_lease(self._held)
