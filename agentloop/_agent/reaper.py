@@ -53,10 +53,21 @@ class GroupWatch:
             os.close(read_end)
         self._fd = write_end
 
+    @property
+    def fd(self) -> int | None:
+        """The watchdog's pipe: a command that writes its own group id there before it runs
+        leaves no moment unwatched (see :meth:`watched`)."""
+        return self._fd
+
     def watch(self, pgid: int) -> None:
         """From now on, the end of this process kills the group ``pgid``."""
         self._pgid = pgid
         self._send(f"{pgid}\n")
+
+    def watched(self, pgid: int) -> None:
+        """The command told the watchdog its group id itself (through :attr:`fd`, before it
+        ran): only remember it, for :meth:`finish`."""
+        self._pgid = pgid
 
     def finish(self) -> None:
         """The command returned: stand down if its group is empty, else keep watching it

@@ -172,20 +172,34 @@ class RunCommandTool(CodingTool):
             "GIT_TERMINAL_PROMPT": "0",
         }
         watch = GroupWatch()
+        args = [shell, "-c", command]
+        pass_fds: tuple[int, ...] = ()
+        told = watch.fd is not None and os.path.basename(shell) == "bash"
+        if told and watch.fd is not None:
+            # The command's shell tells the watchdog its group id, closes the pipe and only
+            # then runs the command: killed at any moment after this, the agent leaves no
+            # command unwatched (telling it from here would leave a gap after Popen returns).
+            fd = watch.fd
+            args = [shell, "-c", f'echo $$ >&{fd}; exec {fd}>&-; exec "$0" -c "$1"', shell, command]
+            pass_fds = (fd,)
         try:
             process = subprocess.Popen(
-                [shell, "-c", command],
+                args,
                 cwd=self._workspace.root,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # its own process group, so all of it can be killed
                 env=env,
+                pass_fds=pass_fds,
             )
         except BaseException:
             watch.finish()
             raise
-        watch.watch(process.pid)
+        if told:
+            watch.watched(process.pid)
+        else:
+            watch.watch(process.pid)
         try:
             return self._collect(process, timeout)
         finally:

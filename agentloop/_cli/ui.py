@@ -84,9 +84,9 @@ class TerminalUI(LoopEvents):
         if not self.stream:
             return
         self.spinner.stop()
+        self._wrote_text = True  # first: a Ctrl-C during the write still ends the line later
         self.out.write(delta)
         self.out.flush()
-        self._wrote_text = True
 
     def on_reply_incomplete(self, reason: str) -> None:
         """What was streamed is not an answer: say so, and that it is asked again."""

@@ -28,11 +28,12 @@ class Fault:
     ``drop``: send ``after_events`` stream events intact (a non-streamed reply: half of its
     JSON body), then, with ``partial_event``, the first half of the next one, then close the
     connection (``reset``: with an RST instead of a FIN). ``end``: end the stream cleanly (in
-    chunked framing with its last chunk) after ``after_events`` events: no ``message_delta``,
-    no ``message_stop``. ``no_stop``: the whole stream but its ``message_stop``, ended cleanly
-    (``after_events`` does not apply). ``stall``: send ``after_events`` events, then wait until
-    ``release`` is set or ``seconds`` have passed (the bound), then go on (``then="continue"``)
-    or drop (``then="drop"``). ``reached`` is set when the fault point is reached.
+    chunked framing with its last chunk) after ``after_events`` events (before
+    ``message_delta``: no stop reason either). ``no_stop``: the whole stream but its
+    ``message_stop``, ended cleanly (``after_events`` does not apply). ``stall``: send
+    ``after_events`` events, then wait until ``release`` is set or ``seconds`` have passed (the
+    bound), then go on (``then="continue"``) or drop (``then="drop"``). ``reached`` is set when
+    the fault point is reached.
     """
 
     kind: FaultKind
