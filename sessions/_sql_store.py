@@ -9,6 +9,7 @@ durable, before the call returns.
 
 from __future__ import annotations
 
+import abc
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from datetime import timedelta
@@ -41,14 +42,15 @@ def _require_lease(lease: object) -> None:
         raise TypeError(f"lease must be a Lease, not {type(lease).__name__}")
 
 
-class SqlSessionStore:
+class SqlSessionStore(abc.ABC):
     """What both SQL backends share: every :class:`SessionStore` method."""
 
     location: str
     """The store's file path or server URL (never with a password), for messages."""
 
+    @abc.abstractmethod
     def _transaction(self, *, write: bool) -> AbstractContextManager[SqlTransaction]:
-        raise NotImplementedError
+        """One transaction of the backend (a write transaction holds the write lock)."""
 
     # ------------------------------------------------------------------ sessions
 
@@ -404,8 +406,9 @@ class SqlSessionStore:
 
     # ------------------------------------------------------------------ lifetime
 
+    @abc.abstractmethod
     def close(self) -> None:
-        raise NotImplementedError
+        """Release the connection(s); further calls fail."""
 
     def __enter__(self) -> Self:
         return self
