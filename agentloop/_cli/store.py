@@ -210,11 +210,14 @@ class Lease:
         self._thread.start()
 
     def release(self) -> None:
+        """Stop renewing and give the lease up (the one the loop took with a new session too)."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
             self._thread = None
         with self._lock:
+            if self._held is None and self._holder is not None:
+                self._held = self._holder.lease
             self._release_held()
 
     def _release_held(self) -> None:
