@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 from fake_api import FakeAnthropicServer, ReplySpec, ToolCall, text_reply, tool_reply
-from test_faults_kill import HANG_GUARD, WINDOW, AgentProcess, cli_env
+from test_faults_kill import HANG_GUARD, WINDOW, AgentProcess, CliPlace
 from test_faults_stream import check_store, texts
 
 from agentloop._core.validation import DEFAULT_MODEL
@@ -45,25 +45,7 @@ def answer(body: dict[str, Any]) -> ReplySpec:
 
 
 @dataclass
-class Place:
-    root: Path
-    server: FakeAnthropicServer
-
-    @property
-    def home(self) -> Path:
-        return self.root / "home"
-
-    @property
-    def workspace(self) -> Path:
-        return self.root / "project"
-
-    @property
-    def store(self) -> Path:
-        return self.home / "sessions.db"
-
-    def env(self) -> dict[str, str]:
-        return cli_env(self.home, self.server.base_url)
-
+class Place(CliPlace):
     def seed(self) -> str:
         """A stored session of this workspace for ``--continue`` to find."""
         with open_store(self.store) as store:

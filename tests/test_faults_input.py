@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from fake_api import FakeAnthropicServer, ToolCall, text_reply, tool_reply
-from test_faults_kill import AgentProcess, cli_env
+from test_faults_kill import AgentProcess, CliPlace
 from test_faults_stream import check_store, texts
 from test_loop import Script
 
@@ -30,24 +30,10 @@ OTHER_SECRET = "ghp_faultinjection0123456789abcdef"
 
 
 @dataclass
-class Agent:
+class Agent(CliPlace):
     """The console script against a scripted fake API, its data under ``root``."""
 
-    root: Path
-    server: FakeAnthropicServer
     script: Script
-
-    @property
-    def home(self) -> Path:
-        return self.root / "home"
-
-    @property
-    def workspace(self) -> Path:
-        return self.root / "project"
-
-    @property
-    def store(self) -> Path:
-        return self.home / "sessions.db"
 
     def run(
         self, *args: str | bytes, stdin: bytes = b"", env: dict[str, str] | None = None
@@ -55,7 +41,7 @@ class Agent:
         process = AgentProcess(
             [os.fsdecode(arg) for arg in args],
             cwd=self.workspace,
-            env=cli_env(self.home, self.server.base_url, **(env or {})),
+            env=self.env(**(env or {})),
         )
         process.send(stdin)
         process.finish()

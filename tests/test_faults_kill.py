@@ -288,15 +288,12 @@ class KillScript:
 
 
 @dataclass
-class Chain:
-    number: int
+class CliPlace:
+    """Where runs of the console script keep their data against ``server``: ``root/home``
+    (the store, the config) and ``root/project`` (the workspace)."""
+
     root: Path
     server: FakeAnthropicServer
-    script: KillScript
-    rng: random.Random
-    kills: dict[str, int] = field(default_factory=dict)
-    killed_tools: list[str] = field(default_factory=list)
-    transcript: list[str] = field(default_factory=list)
 
     @property
     def home(self) -> Path:
@@ -309,6 +306,19 @@ class Chain:
     @property
     def store(self) -> Path:
         return self.home / "sessions.db"
+
+    def env(self, **extra: str) -> dict[str, str]:
+        return cli_env(self.home, self.server.base_url, **extra)
+
+
+@dataclass
+class Chain(CliPlace):
+    number: int
+    script: KillScript
+    rng: random.Random
+    kills: dict[str, int] = field(default_factory=dict)
+    killed_tools: list[str] = field(default_factory=list)
+    transcript: list[str] = field(default_factory=list)
 
 
 def plans(rng: random.Random, runs: int) -> list[Plan]:
@@ -375,7 +385,7 @@ def one_run(chain: Chain, number: int, plan: Plan | None) -> AgentProcess:
     with chain.script.lock:
         chain.script.run = state
     args = ["--context-window", WINDOW, "--yes"] + (["--continue"] if number else [])
-    env = cli_env(chain.home, chain.server.base_url)
+    env = chain.env()
     process = AgentProcess(args, cwd=chain.workspace, env=env)
     state.process = process
     killed_group: int | None = None
@@ -453,11 +463,11 @@ def chains(tmp_path: Path) -> Iterator[list[Chain]]:
             server = stack.enter_context(FakeAnthropicServer(handler=script))
             made.append(
                 Chain(
-                    number,
-                    tmp_path / f"chain{number}",
-                    server,
-                    script,
-                    random.Random(SEED * 100 + 50 + number),
+                    root=tmp_path / f"chain{number}",
+                    server=server,
+                    number=number,
+                    script=script,
+                    rng=random.Random(SEED * 100 + 50 + number),
                 )
             )
         yield made
