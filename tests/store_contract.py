@@ -80,21 +80,19 @@ def fail_inside_transitions(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(SqlTransaction, "_insert_entry", fail)
 
 
-class SqliteFactory:
-    name = "sqlite"
+class _OpenedStores:
+    """What the backends' factories share: handles on ``location``, closed at the end."""
 
-    def __init__(self, tmp_path: Path) -> None:
-        self.path = tmp_path / "store" / "sessions.db"
-        self.location = str(self.path)
-        self._opened: list[SessionStore] = []
+    location: str
+    _opened: list[SessionStore]
 
     def open(self, *, clock: Callable[[], datetime] | None = None) -> SessionStore:
-        store = open_store(self.path, clock=clock)
+        store = open_store(self.location, clock=clock)
         self._opened.append(store)
         return store
 
     def open_nowait(self) -> SessionStore:
-        store = open_store(self.path, busy_timeout=0)
+        store = open_store(self.location, busy_timeout=0)
         self._opened.append(store)
         return store
 
@@ -104,6 +102,15 @@ class SqliteFactory:
     def close(self) -> None:
         for store in self._opened:
             store.close()
+
+
+class SqliteFactory(_OpenedStores):
+    name = "sqlite"
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.path = tmp_path / "store" / "sessions.db"
+        self.location = str(self.path)
+        self._opened: list[SessionStore] = []
 
 
 def postgres_url() -> str:
@@ -142,7 +149,7 @@ def drop_schema(schema: str) -> None:
         conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
 
 
-class PostgresFactory:
+class PostgresFactory(_OpenedStores):
     name = "postgresql"
 
     def __init__(self, tmp_path: Path) -> None:
@@ -153,22 +160,8 @@ class PostgresFactory:
         self.location = with_schema(postgres_url(), self.schema)
         self._opened: list[SessionStore] = []
 
-    def open(self, *, clock: Callable[[], datetime] | None = None) -> SessionStore:
-        store = open_store(self.location, clock=clock)
-        self._opened.append(store)
-        return store
-
-    def open_nowait(self) -> SessionStore:
-        store = open_store(self.location, busy_timeout=0)
-        self._opened.append(store)
-        return store
-
-    def fail_inside_transitions(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        fail_inside_transitions(monkeypatch)
-
     def close(self) -> None:
-        for store in self._opened:
-            store.close()
+        super().close()
         drop_schema(self.schema)
 
 
