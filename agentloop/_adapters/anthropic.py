@@ -351,10 +351,7 @@ class AnthropicModel:
                 with client.messages.stream(**kwargs) as stream:
                     stopped = False
                     for event in stream:
-                        if event.type == "text":
-                            on_text(event.text)
-                        elif event.type == "message_stop":
-                            stopped = True
+                        stopped = _passed_on(event, on_text) or stopped
                     _require_stop(stopped)
                     message = stream.current_message_snapshot
         return response_from_message(message)
@@ -374,10 +371,7 @@ class AnthropicModel:
                 async with client.messages.stream(**kwargs) as stream:
                     stopped = False
                     async for event in stream:
-                        if event.type == "text":
-                            on_text(event.text)
-                        elif event.type == "message_stop":
-                            stopped = True
+                        stopped = _passed_on(event, on_text) or stopped
                     _require_stop(stopped)
                     message = stream.current_message_snapshot
         return response_from_message(message)
@@ -385,8 +379,7 @@ class AnthropicModel:
     def count_tokens(self, request: ModelRequest) -> int:
         """The input tokens the API counts for ``request`` (``messages.count_tokens``, free)."""
         client = self._sync()
-        kwargs = build_request_kwargs(request)
-        kwargs.pop("max_tokens")
+        kwargs = _count_kwargs(request)
         with _sdk_errors(client):
             counted = client.messages.count_tokens(**kwargs)
         return int(counted.input_tokens)
@@ -396,8 +389,7 @@ class AnthropicModel:
         client = self._async()
         if client is None:
             return await asyncio.to_thread(self.count_tokens, request)
-        kwargs = build_request_kwargs(request)
-        kwargs.pop("max_tokens")
+        kwargs = _count_kwargs(request)
         with _sdk_errors(client):
             counted = await client.messages.count_tokens(**kwargs)
         return int(counted.input_tokens)
@@ -430,6 +422,20 @@ def _sdk_errors(client: anthropic.Anthropic | anthropic.AsyncAnthropic) -> Itera
 def _is_transport_error(error: BaseException) -> bool:
     module = type(error).__module__.split(".")[0]
     return module in ("httpx", "httpx2", "httpcore", "h11") or isinstance(error, OSError)
+
+
+def _passed_on(event: Any, on_text: TextCallback) -> bool:
+    """Hand a streamed text delta to ``on_text``; True for the event that ends the message."""
+    if event.type == "text":
+        on_text(event.text)
+    return bool(event.type == "message_stop")
+
+
+def _count_kwargs(request: ModelRequest) -> dict[str, Any]:
+    """``messages.count_tokens`` takes what ``create`` takes, less the reply size."""
+    kwargs = build_request_kwargs(request)
+    kwargs.pop("max_tokens")
+    return kwargs
 
 
 def _require_stop(stopped: bool) -> None:
