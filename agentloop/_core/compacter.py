@@ -310,9 +310,10 @@ class CompactionCore:
                 pruned = with_state(pruned, hooks.state)
                 # auto settles for pruning only if it reaches the target: a cheap estimate
                 # first, so a pruning far from it is never counted.
-                if strategy == "auto" and self._estimate(pruned, system, tools) > target * 1.2:
+                local = self._local(pruned, system, tools)
+                if strategy == "auto" and self.calibrate(local, len(pruned)) > target * 1.2:
                     break
-                measured = yield from self._measure_result(pruned, system, tools)
+                measured = yield from self._measure_result(pruned, system, tools, local)
                 if strategy == "prune" or measured.tokens <= target:
                     compacted, strategy, text = pruned, "prune", "old tool outputs were pruned"
                 if measured.tokens <= target:
@@ -345,7 +346,8 @@ class CompactionCore:
                     prune_tail=tighten,
                 )
                 validate_messages(compacted, allow_pending_tool_use=False)
-                measured = yield from self._measure_result(compacted, system, tools)
+                local = self._local(compacted, system, tools)
+                measured = yield from self._measure_result(compacted, system, tools, local)
                 if measured.tokens <= target:
                     break
         assert compacted is not None
@@ -396,19 +398,15 @@ class CompactionCore:
         )
         return compacted, summary
 
-    def _estimate(
-        self, msgs: Sequence[Message], system: str, tools: Sequence[dict[str, Any]]
-    ) -> int:
-        """The calibrated local estimate of a whole candidate history (no API figure in it)."""
-        local = self.fixed_tokens(system, tools) + sum(self.count(m) for m in msgs)
-        return self.calibrate(local, len(msgs))
+    def _local(self, msgs: Sequence[Message], system: str, tools: Sequence[dict[str, Any]]) -> int:
+        """The local estimate of a whole candidate request (no API figure in it)."""
+        return self.fixed_tokens(system, tools) + sum(self.count(m) for m in msgs)
 
     def _measure_result(
-        self, msgs: Sequence[Message], system: str, tools: Sequence[dict[str, Any]]
+        self, msgs: Sequence[Message], system: str, tools: Sequence[dict[str, Any]], local: int
     ) -> Steps[_Measured]:
-        """A candidate's size as the API counts it, or the calibrated estimate when the model
-        cannot count. Every count also teaches the calibration."""
-        local = self.fixed_tokens(system, tools) + sum(self.count(m) for m in msgs)
+        """A candidate's size as the API counts it, or the calibrated estimate of ``local``
+        when the model cannot count. Every count also teaches the calibration."""
         request = ModelRequest(
             model=self.model_name,
             messages=tuple(msgs),
