@@ -4,13 +4,12 @@ instructions and the files it was working on through compactions, with the CLI's
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_anthropic import FakeAnthropicServer, text_reply, tool_reply
-from test_cli_agent import CLI, WINDOW, conversation_lines
+from cli_support import CLI, WINDOW, conversation_lines
+from fake_anthropic import text_reply, tool_reply
 from test_loop import PREFIX_START, filler, first_text, request_text
 
 from agentloop._core.context import trigger_tokens
@@ -29,26 +28,13 @@ def workspace(tmp_path: Path) -> Path:
     return path.resolve()
 
 
-@pytest.fixture
+@pytest.fixture(autouse=True)
 def config_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """The user's config directory, pointed away from the real one."""
     path = tmp_path / "user-config"
     path.mkdir()
     monkeypatch.setenv("AGENTLOOP_CONFIG_DIR", str(path))
     return path
-
-
-@pytest.fixture
-def cli(
-    fake_api: FakeAnthropicServer,
-    workspace: Path,
-    config_dir: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
-) -> Iterator[CLI]:
-    runner = CLI(fake_api, workspace, monkeypatch, capsys)
-    yield runner
-    assert fake_api.violations == []
 
 
 def state_of(body: dict[str, Any]) -> str:

@@ -4,13 +4,12 @@ not UTF-8 and a secret printed by a command neither crash the store nor reach it
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_anthropic import TEST_API_KEY, FakeAnthropicServer, text_reply, tool_reply
-from test_cli_agent import CLI, WINDOW
+from cli_support import CLI, WINDOW
+from fake_anthropic import TEST_API_KEY, text_reply, tool_reply
 
 
 @pytest.fixture
@@ -18,19 +17,6 @@ def workspace(tmp_path: Path) -> Path:
     path = tmp_path / "project"
     path.mkdir()
     return path.resolve()
-
-
-@pytest.fixture
-def cli(
-    fake_api: FakeAnthropicServer,
-    workspace: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
-) -> Iterator[CLI]:
-    monkeypatch.setenv("AGENTLOOP_CONFIG_DIR", str(workspace.parent / "config"))
-    runner = CLI(fake_api, workspace, monkeypatch, capsys)
-    yield runner
-    assert fake_api.violations == []
 
 
 def tool_results(body: dict[str, Any]) -> list[dict[str, Any]]:

@@ -6,28 +6,12 @@ next safe boundary."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
-from fake_anthropic import FakeAnthropicServer, text_reply, tool_reply
-from test_cli_agent import CLI, WINDOW, conversation_lines
+from cli_support import CLI, WINDOW, conversation_lines
+from fake_anthropic import text_reply, tool_reply
 from test_loop import PREFIX_START, filler, first_text
-
-
-@pytest.fixture
-def cli(
-    fake_api: FakeAnthropicServer,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
-) -> Iterator[CLI]:
-    workspace = tmp_path / "project"
-    workspace.mkdir()
-    runner = CLI(fake_api, workspace.resolve(), monkeypatch, capsys)
-    yield runner
-    assert fake_api.violations == []
 
 
 def _store_dump(cli: CLI) -> list[tuple[str, int]]:

@@ -10,13 +10,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+from cli_support import CLI, WINDOW
 from fake_anthropic import text_reply, tool_reply, unauthorized
-from test_cli_agent import CLI, WINDOW, _compacted_session, cli, workspace
+from test_cli_agent import _compacted_session
 from test_loop import filler
 
 from sessions import open_store, workspace_key
-
-__all__ = ["cli", "workspace"]  # the fixtures this module borrows
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_support import CLI, WINDOW, Run
 from fake_api import (
     FakeAnthropicServer,
     Reply,
@@ -41,7 +42,6 @@ from fake_api import (
     unauthorized,
     unfinished_reply,
 )
-from test_cli_agent import CLI, WINDOW, Run
 from test_loop import Script, filler, is_summary_request
 
 from agentloop import Message, ModelRequest, validate_messages
@@ -344,17 +344,11 @@ def workspace(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def cli(
-    fake_api: FakeAnthropicServer,
-    workspace: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
-) -> Iterator[CLI]:
-    runner = CLI(fake_api, workspace, monkeypatch, capsys)
-    runner.script = FaultyScript()
-    fake_api.handler = runner.script
-    yield runner
-    assert fake_api.violations == []
+def cli(cli: CLI) -> CLI:
+    """The common runner, its fake model replaced by one that can break its replies."""
+    cli.script = FaultyScript()
+    cli.fake_api.handler = cli.script
+    return cli
 
 
 def store_path() -> Path:
