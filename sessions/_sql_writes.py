@@ -166,7 +166,7 @@ class SqlWrites(SqlReads):
                     dumps(message.content),
                     message.token_estimate,
                     dumps(message.usage) if message.usage is not None else None,
-                    dumps(message.metadata),
+                    dumps(message.metadata) if message.metadata else "{}",
                     created,
                 )
             )

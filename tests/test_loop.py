@@ -538,3 +538,22 @@ def test_async_turns_through_several_compactions(
     assert "".join(recorder.text).count("answer 11") == 1  # streamed through on_text
     check_lineage_on_disk(store, loop, recorder, root)
     assert len(script.summaries) >= len(recorder.transitions)
+
+
+def test_a_loop_refuses_an_invalid_history_when_it_is_built() -> None:
+    """A damaged history (two assistant messages in a row) is named at once, not mid-turn; and
+    the compacter shares the loop's checks, so it does not check the history again."""
+    from agentloop import MessageValidationError
+    from agentloop.testing import FunctionModel
+
+    def say(text: str, role: str = "user") -> Message:
+        return Message(role=role, content=({"type": "text", "text": text},))
+
+    model = FunctionModel(lambda _request: "ok")
+    compacter = ConversationCompacter(model_name=MODEL, context_window=10_000, model=model)
+    bad = [say("hi"), say("a", "assistant"), say("b", "assistant")]
+    with pytest.raises(MessageValidationError, match=r"message 2 .*alternate"):
+        AgentLoop(model=model, model_name=MODEL, compacter=compacter, messages=bad)
+    good = [say("hi"), say("hello", "assistant"), say("more")]
+    loop = AgentLoop(model=model, model_name=MODEL, compacter=compacter, messages=good)
+    assert compacter.validator is loop._validator

@@ -110,7 +110,9 @@ class CompactionCore:
         self._estimates: dict[int, tuple[Message, int]] = {}
         self._converted: dict[int, tuple[object, Message]] = {}
         self._seen: tuple[object, int, object] | None = None
-        self._validator = MessageValidator()
+        self.validator = MessageValidator()
+        """Checks this conversation's history incrementally; a loop shares it, so what the loop
+        checked as messages arrived is not checked again when it compacts."""
         self._breaker_until: int | None = None
         self._last_output: tuple[Message, int] | None = None
 
@@ -238,7 +240,7 @@ class CompactionCore:
         caller's index), before any model call.
         """
         msgs = self.messages_of(messages)
-        self._validator.validate(msgs, allow_pending_tool_use=True)
+        self.validator.validate(msgs, allow_pending_tool_use=True)
         if decision is None:
             decision = self.should_compact(msgs, system=system, tools=tools, force=force)
         if not decision.compact:
@@ -302,12 +304,15 @@ class CompactionCore:
         fallback: str | None = None
 
         if strategy in ("auto", "prune"):
+            pruned_to, so_far = 0, list(msgs)
             for keep_from in dict.fromkeys((split.tail_start, smallest.tail_start)):
-                pruned = prune_tool_outputs(msgs, keep_from=keep_from)
+                # The smallest tail prunes further than the planned one: only the difference.
+                so_far = prune_tool_outputs(so_far, keep_from=keep_from, start=pruned_to)
+                pruned_to = keep_from
                 # Pruning that replaced nothing is no compaction, whatever the figures say.
-                if all(p.content is m.content for p, m in zip(pruned, msgs, strict=True)):
+                if all(p.content is m.content for p, m in zip(so_far, msgs, strict=True)):
                     continue
-                pruned = with_state(pruned, hooks.state)
+                pruned = with_state(so_far, hooks.state)
                 # auto settles for pruning only if it reaches the target: a cheap estimate
                 # first, so a pruning far from it is never counted.
                 local = self._local(pruned, system, tools)

@@ -8,6 +8,7 @@ errors, stack frames or file locations: a ``ModuleNotFoundError`` at character 4
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 # Lines worth keeping from the middle of a long output, most telling first: the error itself
@@ -15,77 +16,147 @@ from typing import Any
 # (stack frames, path:line), then anything that merely sounds like trouble.
 #
 # Most of a compaction's time went into these scans (hundreds of kilobytes of tool output), so
-# the error and trouble words are found with str.find (C speed) and their boundaries checked in
-# Python only where they occur; locations keep a regex that starts with a literal.
-_ERROR_WORDS: tuple[tuple[str, bool, bool], ...] = (
-    # (text, needs a non-word character before it, needs one after it)
-    ("Error:", False, False),
-    ("Exception:", False, False),
-    ("Exit:", False, False),
-    ("FAILED", True, True),
-    ("FAIL", True, True),
-    ("ERROR", True, True),
-    ("FATAL", True, True),
-    ("panicked", True, True),
-    ("panic", True, True),
-    ("error:", True, False),
-    ("error[", True, False),
-)
+# each needle is looked for once, with str.find (C speed), in an ASCII-lowered copy of the text,
+# and what it found is judged against the original text in Python only where it occurs.
+# Locations are three regexes that each start with a literal (searched at C speed too).
+_ERROR, _LOCATION, _TROUBLE = 0, 1, 2
 _TROUBLE_WORDS = (  # found in the lowered text, as whole words (assert* as a prefix)
     "exception", "failed", "failure", "warning", "denied", "refused", "not found", "no such",
-    "cannot", "can't", "undefined", "timed out", "timedout", "time out", "timeout", "errno",
+    "cannot", "can't", "undefined", "timeout", "timed out", "timedout", "time out", "errno",
     "segfault",
 )  # fmt: skip
-_LOCATION = re.compile(r'File "[^"]+", line \d|at \S+ \(\S+:\d|\.[A-Za-z][A-Za-z0-9]{0,5}:\d')
-_WORD = re.compile(r"\w")
+_FOUND_OTHERWISE = ("exception", "failed", "failure", "timed out", "timedout")
+"""Trouble words another needle finds (``exception``, ``fail``, ``timed``)."""
+_LOCATIONS = (
+    re.compile(r'File "[^"]+", line \d'),
+    re.compile(r"at \S+ \(\S+:\d"),
+    re.compile(r"\.[A-Za-z][A-Za-z0-9]{0,5}:\d"),
+)
+_PYTEST_E = re.compile(r"\nE[ \t]")
+_ASCII_LOWER = {code: code + 32 for code in range(ord("A"), ord("Z") + 1)}
 MAX_LINE = 300
 """Kept lines are cut to this many characters (a minified line must not eat the budget)."""
 
 
 def _word_at(text: str, at: int) -> bool:
-    return 0 <= at < len(text) and _WORD.match(text, at) is not None
+    """Whether a word character (``\\w``) is at ``at`` (nothing is outside the text)."""
+    if 0 <= at < len(text):
+        char = text[at]
+        return char.isalnum() or char == "_"
+    return False
+
+
+def _whole(text: str, at: int, length: int) -> bool:
+    return not _word_at(text, at - 1) and not _word_at(text, at + length)
+
+
+# One judge per needle: the rank of what it found at ``at`` (None: nothing worth keeping).
+Judge = Callable[[str, str, int], "int | None"]
+
+
+def _error(text: str, lowered: str, at: int) -> int | None:
+    if text.startswith("Error:", at) or (text.startswith("ERROR", at) and _whole(text, at, 5)):
+        return _ERROR
+    if text.startswith(("error:", "error["), at) and not _word_at(text, at - 1):
+        return _ERROR
+    return None
+
+
+def _exact(word: str, rank: int, whole: bool) -> Judge:
+    """``word`` as written (case and all), as a whole word when ``whole``."""
+
+    def judge(text: str, lowered: str, at: int) -> int | None:
+        if text.startswith(word, at) and (not whole or _whole(text, at, len(word))):
+            return rank
+        return None
+
+    return judge
+
+
+def _trouble(*words: str) -> Judge:
+    """Any of ``words`` (lower case), as a whole word in the lowered text."""
+
+    def judge(text: str, lowered: str, at: int) -> int | None:
+        for word in words:
+            if lowered.startswith(word, at) and _whole(lowered, at, len(word)):
+                return _TROUBLE
+        return None
+
+    return judge
+
+
+def _first(*judges: Judge) -> Judge:
+    def judge(text: str, lowered: str, at: int) -> int | None:
+        for one in judges:
+            rank = one(text, lowered, at)
+            if rank is not None:
+                return rank
+        return None
+
+    return judge
+
+
+def _assert(text: str, lowered: str, at: int) -> int | None:
+    return None if _word_at(lowered, at - 1) else _TROUBLE  # assert* as a prefix
+
+
+def _traceback(text: str, lowered: str, at: int) -> int | None:
+    # a traceback's first line: only blanks before it on its line
+    start = text.rfind("\n", 0, at) + 1
+    if text.startswith("Traceback (most recent call last)", at) and not text[start:at].strip(" \t"):
+        return _ERROR
+    return None
+
+
+_JUDGES: dict[str, Judge] = {
+    "error": _error,
+    "exception": _first(_exact("Exception:", _ERROR, False), _trouble("exception")),
+    "exit:": _exact("Exit:", _ERROR, False),
+    "fail": _first(
+        _exact("FAILED", _ERROR, True), _exact("FAIL", _ERROR, True), _trouble("failed", "failure")
+    ),
+    "fatal": _exact("FATAL", _ERROR, True),
+    "panic": _first(_exact("panicked", _ERROR, True), _exact("panic", _ERROR, True)),
+    "assert": _assert,
+    "traceback (most": _traceback,
+    **{word: _trouble(word) for word in _TROUBLE_WORDS if word not in _FOUND_OTHERWISE},
+    "timed": _trouble("timed out", "timedout"),
+}
 
 
 def rank_lines(middle: str) -> dict[int, int]:
     """``{line index: rank}`` for the lines of ``middle`` (split on newlines) worth keeping:
     0 an error, 1 a location, 2 trouble; lines not in it are ordinary."""
-    ranks: dict[int, int] = {}
-
-    def line_of(at: int) -> int:
-        return middle.count("\n", 0, at)  # hits are few: counting beats indexing every line
-
-    def mark(text: str, word: str, rank: int, before: bool, after: bool, offset: int = 0) -> None:
-        at = text.find(word)
+    hits: list[tuple[int, int]] = []  # (position, rank)
+    lowered = middle.translate(_ASCII_LOWER)  # same length as middle, unlike str.lower()
+    for needle, judge in _JUDGES.items():
+        at = lowered.find(needle)
         while at != -1:
-            if (not before or not _word_at(text, at - 1)) and (
-                not after or not _word_at(text, at + len(word))
-            ):
-                # offset: where ``text`` starts in ``middle`` (-1: a "\n" was put in front)
-                ranks.setdefault(line_of(max(0, at + offset + (1 if word[0] == "\n" else 0))), rank)
-            at = text.find(word, at + len(word))
-
-    # pytest's "E   ..." lines, and a traceback's first line (only blanks before it)
-    for marker in ("\nE ", "\nE\t"):
-        mark("\n" + middle, marker, 0, False, False, offset=-1)
-    at = middle.find("Traceback (most recent call last)")
-    while at != -1:
-        line = line_of(at)
-        if not middle[middle.rfind("\n", 0, at) + 1 : at].strip(" \t"):
-            ranks.setdefault(line, 0)
-        at = middle.find("Traceback (most recent call last)", at + 1)
-    for word, before, after in _ERROR_WORDS:
-        mark(middle, word, 0, before, after)
-    for match in _LOCATION.finditer(middle):
-        found = match.group()
-        if found.startswith("at ") and _word_at(middle, match.start() - 1):
-            continue
-        if found[0] == "." and (match.start() == 0 or middle[match.start() - 1].isspace()):
-            continue
-        ranks.setdefault(line_of(match.start()), 1)
-    lowered = middle.lower()
-    for word in _TROUBLE_WORDS:
-        mark(lowered, word, 2, True, True)
-    mark(lowered, "assert", 2, True, False)
+            rank = judge(middle, lowered, at)
+            if rank is not None:
+                hits.append((at, rank))
+            at = lowered.find(needle, at + len(needle))
+    # pytest's "E   ..." lines
+    if middle.startswith(("E ", "E\t")):
+        hits.append((0, _ERROR))
+    hits.extend((match.start() + 1, _ERROR) for match in _PYTEST_E.finditer(middle))
+    for pattern in _LOCATIONS:
+        for match in pattern.finditer(middle):
+            start = match.start()
+            if middle[start] == "a" and _word_at(middle, start - 1):
+                continue
+            if middle[start] == "." and (start == 0 or middle[start - 1].isspace()):
+                continue
+            hits.append((start, _LOCATION))
+    # Line numbers in one pass: hits are few, so counting newlines between them beats
+    # splitting the text or counting from its start for each.
+    ranks: dict[int, int] = {}
+    line = previous = 0
+    for at, rank in sorted(hits):
+        line += middle.count("\n", previous, at)
+        previous = at
+        if rank < ranks.get(line, 3):
+            ranks[line] = rank
     return ranks
 
 

@@ -275,18 +275,20 @@ def _scaled_estimate(old: Message, content: tuple[ContentBlock, ...]) -> int | N
 
 
 def prune_tool_outputs(
-    messages: Sequence[Message], *, keep_from: int, min_chars: int = 200
+    messages: Sequence[Message], *, keep_from: int, min_chars: int = 200, start: int = 0
 ) -> list[Message]:
     """Replace the bulk of old messages (before ``keep_from``) by short markers: tool outputs,
     long tool inputs (write and edit bodies) and images and documents.
 
     The tool_use/tool_result pairs stay (so the conversation keeps its shape and stays valid);
     pinned messages, and the text of what a person said, are kept verbatim; the newest request
-    is never pruned. Replies lose their stale API usage.
+    is never pruned. Replies lose their stale API usage. Messages before ``start`` are taken
+    as they are (a pruning that goes further than an earlier one prunes only the difference).
     """
     newest_request = latest_request_index(messages)
-    out: list[Message] = []
-    for index, message in enumerate(messages):
+    out: list[Message] = list(messages[:start])
+    for index in range(start, len(messages)):
+        message = messages[index]
         if index >= keep_from or message.pinned or index == newest_request:
             out.append(message if message.usage is None else _unanchored(message))
             continue

@@ -117,7 +117,10 @@ class AgentLoop:
         self.max_tool_rounds = max_tool_rounds
         self.events = events or LoopEvents()
         self.messages: list[Message] = list(messages)
-        self._validator = MessageValidator()
+        # One validator with the compacter: what was checked here is not checked again there.
+        self._validator = MessageValidator() if compacter is None else compacter.validator
+        if self.messages:  # a bad history (a damaged store, say) is refused at once
+            self._validator.validate(self.messages, allow_pending_tool_use=True)
         self._local_sum: int | None = None
         self.last_transition: CompactionTransition | None = None
         """The newest compaction of this conversation (in this process)."""
@@ -193,7 +196,6 @@ class AgentLoop:
         self._pending = []
         self._stored = True
         self._local_sum = None
-        self._validator = MessageValidator()
 
     def request_compaction(self, instructions: str | None = None) -> None:
         """Compact at the next safe boundary (the ``compact_context`` tool calls this)."""
