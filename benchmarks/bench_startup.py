@@ -9,8 +9,9 @@ Measured in one run, beside a bare `python -c "import anthropic"`:
   once the reply is sent;
 - time to the prompt for the interactive mode: from starting the process in a pseudo-terminal
   to the prompt being drawn (the SDK and the tokenizer still load in the background then);
-- `agentloop sessions list --all` over 10,000 sessions (target <= 150 ms wall, start-up
-  included);
+- `agentloop sessions list` over 10,000 sessions: everywhere (`--all`), here, and every
+  generation (`--all-generations`), each <= 150 ms wall, start-up included (it imports no
+  pydantic: tests/test_listing_imports.py);
 - `agentloop sessions export` of a 10,000-message session to Markdown (target <= 1 s wall).
 
 Every command runs as a subprocess of the installed console script's module with the working
@@ -215,6 +216,17 @@ def main() -> None:
         )
         here = [wall([*AGENTLOOP, "sessions", "list"], env, work) for _ in range(args.runs)]
         rows.append((f"sessions list ({args.sessions:,} here)", median_ms(here), "150 ms"))
+        generations = [
+            wall([*AGENTLOOP, "sessions", "list", "--all-generations"], env, work)
+            for _ in range(args.runs)
+        ]
+        rows.append(
+            (
+                f"sessions list --all-generations ({args.sessions:,})",
+                median_ms(generations),
+                "150 ms",
+            )
+        )
 
         long_home = base / "long-home"
         session = seed_long_session(long_home / "sessions.db", args.messages, workspace_key(work))

@@ -10,6 +10,9 @@ Every lineage has one row in ``lineages`` (root id, head = newest descendant, la
 the head's workspace, session count), and every session row carries its ``root_id`` and
 ``depth``: lineage walks are one indexed query, listing by conversation reads one row per
 lineage, and a write transaction locks its lineage by locking that one row.
+
+The store values are pydantic models, imported when one is first built: the listing
+(:mod:`sessions._sql_listing`) reads through this module without loading pydantic.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from sessions._errors import (
     AmbiguousSessionIdError,
@@ -27,7 +30,9 @@ from sessions._errors import (
     SessionNotFoundError,
 )
 from sessions._ids import ID_LENGTH, SHORT_LENGTH, validate_session_ref
-from sessions._types import CompactionEntry, Conversation, Lease, Session, StoredMessage
+
+if TYPE_CHECKING:
+    from sessions._types import CompactionEntry, Lease, Session, StoredMessage
 
 _CANDIDATES_SHOWN = 5
 
@@ -90,7 +95,10 @@ def dt(value: Any) -> datetime:
 
 
 def session_from(row: Sequence[Any]) -> Session:
-    # Rows were validated on the way in; constructing without re-validation keeps `list` cheap.
+    """A session row (:data:`SESSION_COLUMNS`) as a :class:`Session`."""
+    from sessions._types import Session
+
+    # Rows were validated on the way in; constructing without re-validation keeps reads cheap.
     return Session.model_construct(
         id=row[0],
         parent_id=row[1],
@@ -106,6 +114,8 @@ def session_from(row: Sequence[Any]) -> Session:
 
 
 def message_from(row: Sequence[Any]) -> StoredMessage:
+    from sessions._types import StoredMessage
+
     return StoredMessage.model_construct(
         session_id=row[0],
         seq=row[1],
@@ -119,6 +129,8 @@ def message_from(row: Sequence[Any]) -> StoredMessage:
 
 
 def entry_from(row: Sequence[Any]) -> CompactionEntry:
+    from sessions._types import CompactionEntry
+
     return CompactionEntry.model_construct(
         parent_id=row[0],
         child_id=row[1],
@@ -134,6 +146,8 @@ def entry_from(row: Sequence[Any]) -> CompactionEntry:
 
 def lease_from(row: Sequence[Any]) -> Lease:
     """(session_id, owner, token, expires_at, ttl)"""
+    from sessions._types import Lease
+
     return Lease.model_construct(
         session_id=row[0], owner=row[1], token=row[2], expires_at=dt(row[3]), ttl=float(row[4])
     )
@@ -338,58 +352,6 @@ class SqlReads:
             (session_id,),
         )
         return [message_from(row) for row in rows]
-
-    def _page(self, limit: int | None) -> str:
-        return "LIMIT ? OFFSET ?" if limit is not None else f"{self.db.dialect.no_limit} OFFSET ?"
-
-    def list_sessions(self, workspace: str | None, limit: int | None, offset: int) -> list[Session]:
-        where = "WHERE workspace = ?" if workspace is not None else ""
-        params: list[Any] = [workspace] if workspace is not None else []
-        params += [limit, offset] if limit is not None else [offset]
-        rows = self.db.all(
-            f"SELECT {SESSION_COLUMNS} FROM sessions {where} {NEWEST_FIRST} {self._page(limit)}",
-            params,
-        )
-        return [session_from(row) for row in rows]
-
-    def count_sessions(self, workspace: str | None) -> int:
-        if workspace is None:
-            row = self.db.one("SELECT count(*) FROM sessions")
-        else:
-            row = self.db.one("SELECT count(*) FROM sessions WHERE workspace = ?", (workspace,))
-        assert row is not None
-        return int(row[0])
-
-    def list_conversations(
-        self, workspace: str | None, limit: int | None, offset: int
-    ) -> list[Conversation]:
-        where = "WHERE l.workspace = ?" if workspace is not None else ""
-        params: list[Any] = [workspace] if workspace is not None else []
-        params += [limit, offset] if limit is not None else [offset]
-        rows = self.db.all(
-            f"SELECT {S_COLUMNS}, l.root_id, s.depth, l.sessions, l.updated_at "
-            f"FROM lineages l JOIN sessions s ON s.id = l.head_id {where} "
-            f"ORDER BY l.updated_at DESC, l.root_id DESC {self._page(limit)}",
-            params,
-        )
-        return [
-            Conversation.model_construct(
-                head=session_from(row),
-                root_id=row[10],
-                generations=int(row[11]),
-                sessions=int(row[12]),
-                updated_at=dt(row[13]),
-            )
-            for row in rows
-        ]
-
-    def count_conversations(self, workspace: str | None) -> int:
-        if workspace is None:
-            row = self.db.one("SELECT count(*) FROM lineages")
-        else:
-            row = self.db.one("SELECT count(*) FROM lineages WHERE workspace = ?", (workspace,))
-        assert row is not None
-        return int(row[0])
 
     # ------------------------------------------------------------------ lineage
 

@@ -21,6 +21,15 @@ from sessions import _compaction
 from sessions._checks import as_new_message, dumps, merge_metadata, require_int, require_str
 from sessions._compaction import CompactionStrategy
 from sessions._ids import validate_session_id, validate_session_ref
+from sessions._sql_listing import (
+    ConversationRow,
+    SessionRow,
+    check_page,
+    count_conversations,
+    count_sessions,
+    select_conversations,
+    select_sessions,
+)
 from sessions._sql_transaction import SqlTransaction
 from sessions._store import UNSET, _Unset
 from sessions._types import (
@@ -35,6 +44,32 @@ from sessions._types import (
     SessionStatus,
     StoredMessage,
 )
+
+
+def _session(row: SessionRow) -> Session:
+    # The listing's rows were validated on the way in: no re-validation.
+    return Session.model_construct(
+        id=row.id,
+        parent_id=row.parent_id,
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+        model=row.model,
+        title=row.title,
+        workspace=row.workspace,
+        status=row.status,
+        message_count=row.message_count,
+        metadata=row.metadata,
+    )
+
+
+def _conversation(row: ConversationRow) -> Conversation:
+    return Conversation.model_construct(
+        head=_session(row.head),
+        root_id=row.root_id,
+        generations=row.generations,
+        sessions=row.sessions,
+        updated_at=row.updated_at,
+    )
 
 
 def _require_lease(lease: object) -> None:
@@ -135,16 +170,15 @@ class SqlSessionStore(abc.ABC):
     ) -> list[Session]:
         """Sessions, most recently updated first (then most recently created); ``limit=None``
         for all of them."""
-        if limit is not None:
-            require_int("limit", limit, minimum=0)
-        require_int("offset", offset, minimum=0)
+        check_page(limit, offset)
         with self._transaction(write=False) as tx:
-            return tx.list_sessions(workspace, limit, offset)
+            rows = select_sessions(tx.db, workspace, limit, offset)
+        return [_session(row) for row in rows]
 
     def count_sessions(self, *, workspace: str | None = None) -> int:
         """How many sessions (in ``workspace``, or in all)."""
         with self._transaction(write=False) as tx:
-            return tx.count_sessions(workspace)
+            return count_sessions(tx.db, workspace)
 
     def list_conversations(
         self, *, workspace: str | None = None, limit: int | None = 50, offset: int = 0
@@ -152,16 +186,15 @@ class SqlSessionStore(abc.ABC):
         """One :class:`Conversation` per lineage, most recently active first: its head (the
         newest descendant, where resuming continues), depth and size. ``workspace`` filters on
         the head's workspace. Reads one row per conversation shown."""
-        if limit is not None:
-            require_int("limit", limit, minimum=0)
-        require_int("offset", offset, minimum=0)
+        check_page(limit, offset)
         with self._transaction(write=False) as tx:
-            return tx.list_conversations(workspace, limit, offset)
+            rows = select_conversations(tx.db, workspace, limit, offset)
+        return [_conversation(row) for row in rows]
 
     def count_conversations(self, *, workspace: str | None = None) -> int:
         """How many lineages (whose head is in ``workspace``, or in all)."""
         with self._transaction(write=False) as tx:
-            return tx.count_conversations(workspace)
+            return count_conversations(tx.db, workspace)
 
     # ------------------------------------------------------------------ messages
 

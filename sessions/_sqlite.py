@@ -3,66 +3,25 @@
 Durability: WAL with ``synchronous=FULL``, so a committed write survives a crash of the process
 and of the machine. Every write is one short ``BEGIN IMMEDIATE`` transaction (one WAL flush: a
 turn's messages appended in one call cost one fsync); readers never wait for writers. The
-file itself (creation, checks, migrations, errors) is :mod:`sessions._sqlite_file`; the SQL,
-shared with PostgreSQL, is :mod:`sessions._sql_transaction`; the methods are
-:class:`sessions._sql_store.SqlSessionStore`'s.
+file itself (creation, checks, migrations, errors) is :mod:`sessions._sqlite_file`, the
+connection and its transactions :mod:`sessions._sqlite_db`; the SQL, shared with PostgreSQL, is
+:mod:`sessions._sql_transaction`; the methods are :class:`sessions._sql_store.SqlSessionStore`'s.
 """
 
 from __future__ import annotations
 
-import sqlite3
-import threading
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager, suppress
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
-from sessions._errors import StoreError
-from sessions._paths import default_store_path
-from sessions._sql_reads import Dialect, LeaseBook
+from sessions._sql_reads import LeaseBook
 from sessions._sql_store import SqlSessionStore
 from sessions._sql_transaction import SqlTransaction
-from sessions._sqlite_file import map_error, open_connection, open_read_only, tidy_sidecars
-
-DEFAULT_BUSY_TIMEOUT = 5.0
-SQLITE = Dialect(name="sqlite", row_locks=False, no_limit="LIMIT -1")
+from sessions._sqlite_db import DEFAULT_BUSY_TIMEOUT, SqliteConnection
 
 
-def _ts(moment: datetime) -> str:
-    # Fixed width, always UTC: the text sorts like the time.
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return moment.astimezone(UTC).isoformat(timespec="microseconds")
-
-
-def _params(params: Sequence[Any]) -> tuple[Any, ...]:
-    return tuple(_ts(value) if isinstance(value, datetime) else value for value in params)
-
-
-class SqliteDb:
-    """The statements of one transaction on a ``sqlite3`` connection."""
-
-    dialect = SQLITE
-
-    def __init__(self, conn: sqlite3.Connection) -> None:
-        self.conn = conn
-
-    def one(self, sql: str, params: Sequence[Any] = ()) -> tuple[Any, ...] | None:
-        row: tuple[Any, ...] | None = self.conn.execute(sql, _params(params)).fetchone()
-        return row
-
-    def all(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        return self.conn.execute(sql, _params(params)).fetchall()
-
-    def run(self, sql: str, params: Sequence[Any] = ()) -> int:
-        return self.conn.execute(sql, _params(params)).rowcount
-
-    def many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
-        self.conn.executemany(sql, [_params(row) for row in rows])
-
-
-class SqliteSessionStore(SqlSessionStore):
+class SqliteSessionStore(SqliteConnection, SqlSessionStore):
     """:class:`SessionStore` on one SQLite file. Thread-safe; use one per process.
 
     ``read_only=True`` opens an existing store without creating or writing anything
@@ -77,61 +36,18 @@ class SqliteSessionStore(SqlSessionStore):
         clock: Callable[[], datetime] | None = None,
         read_only: bool = False,
     ) -> None:
-        self.path = Path(path).expanduser().absolute() if path is not None else default_store_path()
-        self.location = str(self.path)
-        self.busy_timeout = busy_timeout
-        self.read_only = read_only
         self._clock = clock or (lambda: datetime.now(UTC))
-        self._lock = threading.RLock()
         self._book = LeaseBook()
-        self._conn: sqlite3.Connection | None = None
-        self._tidy = False
-        if read_only:
-            self._conn, self._tidy = open_read_only(self.path, busy_timeout)
-        else:
-            self._conn = open_connection(self.path, busy_timeout)
+        SqliteConnection.__init__(self, path, busy_timeout=busy_timeout, read_only=read_only)
 
     @contextmanager
     def _transaction(self, *, write: bool) -> Iterator[SqlTransaction]:
-        with self._lock:
-            conn = self._conn
-            if conn is None:
-                raise StoreError(f"session store {self.path} is closed", path=self.path)
-            if write and self.read_only:
-                raise StoreError(
-                    f"session store {self.path} is open read-only; nothing was written",
-                    path=self.path,
-                )
-            try:
-                # IMMEDIATE takes the write lock up front, so two writers queue on the busy
-                # timeout instead of failing mid-transaction; DEFERRED gives readers a snapshot.
-                conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
-                try:
-                    tx = SqlTransaction(
-                        SqliteDb(conn), self.location, self._clock, write=write, book=self._book
-                    )
-                    yield tx
-                except BaseException:
-                    if conn.in_transaction:
-                        conn.execute("ROLLBACK")
-                    raise
-                conn.execute("COMMIT")
-                for done in tx.on_commit:
-                    done()
-            except sqlite3.Error as error:
-                if conn.in_transaction:
-                    with suppress(sqlite3.Error):
-                        conn.execute("ROLLBACK")
-                raise map_error(error, self.path, self.busy_timeout) from None
-
-    def close(self) -> None:
-        """Close the connection (idempotent); further calls raise :class:`StoreError`."""
-        with self._lock:
-            if self._conn is not None:
-                self._conn.close()
-                self._conn = None
-                if self._tidy:
-                    tidy_sidecars(self.path)
+        with self._lock:  # (held until the commit's callbacks ran)
+            with self._db(write=write) as db:
+                tx = SqlTransaction(db, self.location, self._clock, write=write, book=self._book)
+                yield tx
+            for done in tx.on_commit:
+                done()
 
     def __repr__(self) -> str:
         return f"SqliteSessionStore({str(self.path)!r})"

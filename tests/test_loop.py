@@ -12,7 +12,7 @@ import itertools
 from collections import deque
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 from fake_anthropic import (
@@ -546,7 +546,7 @@ def test_a_loop_refuses_an_invalid_history_when_it_is_built() -> None:
     from agentloop import MessageValidationError
     from agentloop.testing import FunctionModel
 
-    def say(text: str, role: str = "user") -> Message:
+    def say(text: str, role: Literal["user", "assistant"] = "user") -> Message:
         return Message(role=role, content=({"type": "text", "text": text},))
 
     model = FunctionModel(lambda _request: "ok")

@@ -320,7 +320,7 @@ def test_locations_name_the_backend(tmp_path: Path, monkeypatch: pytest.MonkeyPa
 def test_postgresql_without_psycopg_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in ("psycopg", "psycopg_pool"):
         monkeypatch.setitem(sys.modules, name, None)  # as if the extra were not installed
-    for name in ("sessions._postgres", "sessions._postgres_schema"):
+    for name in ("sessions._postgres", "sessions._postgres_db", "sessions._postgres_schema"):
         monkeypatch.delitem(sys.modules, name, raising=False)
     with pytest.raises(StoreError, match=r"needs psycopg: pip install 'agentloop\[postgres\]'"):
         open_store("postgresql://postgres@127.0.0.1/test")

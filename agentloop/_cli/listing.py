@@ -7,8 +7,9 @@ compactions as a list, indented only where it forks, the session resume continue
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Protocol, TextIO
 
 from agentloop._cli import render
 from agentloop._cli.render import Column
@@ -20,12 +21,72 @@ DEFAULT_LIMIT = 50
 RESUME_MARK = "◀ resume continues here"
 
 
-def _title(session: Session) -> str:
+class Listed(Protocol):
+    """A session as the listing shows it: a :class:`sessions.Session`, or the plain row
+    ``agentloop sessions list`` reads without pydantic (:mod:`sessions._listing`)."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def parent_id(self) -> str | None: ...
+    @property
+    def status(self) -> str: ...
+    @property
+    def message_count(self) -> int: ...
+    @property
+    def updated_at(self) -> datetime: ...
+    @property
+    def model(self) -> str: ...
+    @property
+    def workspace(self) -> str: ...
+    @property
+    def title(self) -> str | None: ...
+
+
+class ListedConversation(Protocol):
+    @property
+    def head(self) -> Listed: ...
+    @property
+    def root_id(self) -> str: ...
+    @property
+    def generations(self) -> int: ...
+    @property
+    def sessions(self) -> int: ...
+
+
+class Lister(Protocol):
+    """What the listing reads: a :class:`sessions.SessionStore`, or the read-only handle of
+    :func:`sessions._listing.open_listing` (the same methods, returning plain rows)."""
+
+    def list_sessions(
+        self, *, workspace: str | None = ..., limit: int | None = ..., offset: int = ...
+    ) -> Sequence[Listed]: ...
+
+    def count_sessions(self, *, workspace: str | None = ...) -> int: ...
+
+    def list_conversations(
+        self, *, workspace: str | None = ..., limit: int | None = ..., offset: int = ...
+    ) -> Sequence[ListedConversation]: ...
+
+
+def _title(session: Listed) -> str:
     return render.one_line(session.title) if session.title else "-"
 
 
+def _plain(session: Listed) -> dict[str, object]:
+    """A listed session as JSON-ready data: every field of :class:`sessions.Session`, in order
+    (the plain rows have the same ones)."""
+    from sessions._sql_listing import SESSION_FIELDS
+
+    return {
+        name: render.iso(value) if isinstance(value, datetime) else value
+        for name in SESSION_FIELDS
+        for value in (getattr(session, name),)
+    }
+
+
 def list_command(
-    store: SessionStore,
+    store: Lister,
     out: TextIO,
     *,
     workspace: str | None,
@@ -38,18 +99,14 @@ def list_command(
     if all_generations:
         _list_sessions(store, out, workspace=workspace, limit=limit, as_json=as_json)
         return
-    from agentloop._cli.store import list_conversations
-
     # One more than asked: whether there are more, without counting them all.
-    rows = list_conversations(
-        store, workspace=workspace, limit=None if limit is None else limit + 1
-    )
+    rows = store.list_conversations(workspace=workspace, limit=None if limit is None else limit + 1)
     more = limit is not None and len(rows) > limit
     rows = rows[:limit] if limit is not None else rows
     if as_json:
         data = []
         for row in rows:
-            item = render.plain(row.head)
+            item = _plain(row.head)
             item.update(root_id=row.root_id, generations=row.generations, sessions=row.sessions)
             data.append(item)
         render.print_json(data, out)
@@ -95,11 +152,11 @@ def _nothing_here(workspace: str | None) -> str:
 
 
 def _list_sessions(
-    store: SessionStore, out: TextIO, *, workspace: str | None, limit: int | None, as_json: bool
+    store: Lister, out: TextIO, *, workspace: str | None, limit: int | None, as_json: bool
 ) -> None:
     sessions = store.list_sessions(workspace=workspace, limit=limit)
     if as_json:
-        render.print_json([render.plain(session) for session in sessions], out)
+        render.print_json([_plain(session) for session in sessions], out)
         return
     if not sessions:
         out.write(_nothing_here(workspace))

@@ -210,10 +210,13 @@ def run(args: argparse.Namespace) -> int:
     name: str | None = args.sessions_command
     location: str | None = getattr(args, "store", None)
     try:
-        command = _command(args)
-        with open_cli_store(location, read_only=name in READING) as store:
-            command(store, out)
-            out.flush()
+        if name is None or name == "list":
+            _list(args, location, out)
+        else:
+            command = _command(args)
+            with open_cli_store(location, read_only=name in READING) as store:
+                command(store, out)
+        out.flush()
     except NoStoreYet:
         if name in (None, "list", "tree", "prune"):
             out.write("No sessions yet.\n")
@@ -231,23 +234,37 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _list(args: argparse.Namespace, location: str | None, out: TextIO) -> None:
+    """``sessions list`` through the store's read-only listing handle, which loads neither the
+    store classes nor pydantic (most of the command's start-up otherwise)."""
+    from agentloop._cli import listing
+    from agentloop._cli.store import NoStoreYet
+    from sessions import StoreMissingError
+    from sessions._listing import open_listing
+
+    workspace = None if args.all else current_workspace(args.workspace)
+    limit = None if args.limit == 0 else args.limit
+    try:
+        lister = open_listing(location)
+    except StoreMissingError:
+        raise NoStoreYet() from None
+    with lister:
+        listing.list_command(
+            lister,
+            out,
+            workspace=workspace,
+            limit=limit,
+            as_json=args.json,
+            all_generations=args.all_generations,
+        )
+
+
 def _command(args: argparse.Namespace) -> Command:
     """The parsed sub-command as a call on an open store and the output stream."""
     from agentloop._cli import listing, transcript
 
     name: str | None = args.sessions_command
     as_json: bool = args.json
-    if name is None or name == "list":
-        workspace = None if args.all else current_workspace(args.workspace)
-        limit = None if args.limit == 0 else args.limit
-        return lambda store, out: listing.list_command(
-            store,
-            out,
-            workspace=workspace,
-            limit=limit,
-            as_json=as_json,
-            all_generations=args.all_generations,
-        )
     if name == "show":
         return lambda store, out: transcript.show_command(store, out, args.id, as_json=as_json)
     if name == "tree":
