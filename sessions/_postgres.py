@@ -16,9 +16,10 @@ judge lease expiry alike.
 
 Threads: one store may be shared by threads. By default it holds one connection (calls take
 turns); ``pool_size`` (or ``?pool_size=N`` in the URL) gives it a psycopg-pool of up to N
-connections so N calls run at once. Async callers run calls in a worker thread
-(``asyncio.to_thread``), as agentloop's async loop does with every blocking effect: the event
-loop never waits on the database.
+connections so N calls run at once. Async callers use ``await store.arun(function, ...)``:
+the same calls, their statements sent over psycopg's ``AsyncConnection`` and awaited on the
+event loop (:mod:`sessions._postgres_async`); agentloop's async loop does this for every store
+write, so the event loop never waits on the database and no thread is used.
 
 The connection, the pool and their transactions are :mod:`sessions._postgres_db`'s.
 """

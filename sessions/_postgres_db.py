@@ -8,23 +8,25 @@ reads through it alone.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from datetime import datetime
 from functools import lru_cache
-from typing import Any
+from typing import Any, TypeVar
 
 import psycopg
 from psycopg import sql
 from psycopg.pq import TransactionStatus
 from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 
+from sessions._bridge import in_bridge, run_bridged
 from sessions._errors import (
     SessionError,
     StoreBusyError,
     StoreConnectionError,
     StoreError,
 )
+from sessions._postgres_async import AsyncSide, BridgedConnection
 from sessions._postgres_schema import Target, connect_error, first_line, parse_url, prepare
 from sessions._sql_reads import Dialect
 
@@ -33,6 +35,9 @@ DEFAULT_BUSY_TIMEOUT = 5.0
 DEFAULT_CONNECT_TIMEOUT = 5.0
 
 Connection = psycopg.Connection[tuple[Any, ...]]
+AnyConnection = Connection | BridgedConnection
+"""A synchronous connection, or the async one seen through the bridge (inside ``arun``)."""
+T = TypeVar("T")
 
 
 @lru_cache(maxsize=1024)
@@ -46,7 +51,7 @@ class PostgresDb:
 
     dialect = POSTGRES
 
-    def __init__(self, conn: Connection) -> None:
+    def __init__(self, conn: AnyConnection) -> None:
         self.conn = conn
         self.began_at: datetime | None = None
         """The server's time read with BEGIN (a stamped transaction), else None."""
@@ -91,6 +96,7 @@ class PostgresConnection:
         self._conn: Connection | None = None
         self._pool: ConnectionPool[Connection] | None = None
         self._closed = False
+        self._async: AsyncSide | None = None
         conn = self._connect()
         try:
             prepare(conn, self._target, read_only)
@@ -117,6 +123,25 @@ class PostgresConnection:
             open=True,
         )
 
+    def _async_side(self) -> AsyncSide:
+        with self._lock:
+            if self._async is None:
+                options = self._connect_options()
+                self._async = AsyncSide(
+                    self._target.conninfo,
+                    options,
+                    self._setup(),
+                    lambda error: connect_error(error, self.location),
+                )
+            return self._async
+
+    async def arun(self, function: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+        """``function(*args, **kwargs)`` (code that calls this store) with every statement sent
+        over psycopg's ``AsyncConnection`` and awaited on the running event loop: an asyncio
+        caller's event loop never waits on the database, and no thread is used."""
+        self._async_side()
+        return await run_bridged(function, *args, **kwargs)
+
     # ------------------------------------------------------------------ connections
 
     def _connect_options(self) -> dict[str, Any]:
@@ -133,6 +158,9 @@ class PostgresConnection:
 
     def _configure(self, conn: Connection) -> None:
         """Per connection: UTC, the store's schema, how long to wait for a row lock."""
+        conn.execute(self._setup())
+
+    def _setup(self) -> sql.Composed:
         timeout_ms = max(1, round(self.busy_timeout * 1000))
         statements = [
             sql.SQL("SET TIME ZONE 'UTC'"),
@@ -141,12 +169,16 @@ class PostgresConnection:
         ]
         if self.read_only:
             statements.append(sql.SQL("SET default_transaction_read_only = on"))
-        conn.execute(sql.SQL("; ").join(statements))
+        return sql.SQL("; ").join(statements)
 
     @contextmanager
-    def _borrow(self) -> Iterator[Connection]:
+    def _borrow(self) -> Iterator[AnyConnection]:
         if self._closed:
             raise StoreError(f"session store {self.location} is closed", location=self.location)
+        if in_bridge() and self._async is not None:  # inside arun(): the async connection
+            with self._async.borrow() as bridged:
+                yield bridged
+            return
         if self._pool is not None:
             try:
                 with self._pool.connection() as conn:
@@ -206,8 +238,8 @@ class PostgresConnection:
                 raise self._map(error) from None
 
     def _begin(
-        self, conn: Connection, write: bool, stamp: bool
-    ) -> tuple[Connection, datetime | None]:
+        self, conn: AnyConnection, write: bool, stamp: bool
+    ) -> tuple[AnyConnection, datetime | None]:
         """BEGIN, and with ``stamp`` (a write without an injected clock) the server's time in the
         same round trip. A lone connection found dead at this point (the server restarted, an idle
         connection was cut) is replaced once: nothing was sent yet, so nothing is repeated."""
@@ -217,7 +249,8 @@ class PostgresConnection:
         try:
             cursor = conn.execute(begin)
         except psycopg.OperationalError:
-            if self._pool is not None or not conn.broken:
+            # (the async connection is replaced when it is next borrowed)
+            if isinstance(conn, BridgedConnection) or self._pool is not None or not conn.broken:
                 raise
             conn.close()
             self._conn = None
@@ -235,7 +268,7 @@ class PostgresConnection:
         return conn, began_at
 
     @staticmethod
-    def _rollback(conn: Connection) -> None:
+    def _rollback(conn: AnyConnection) -> None:
         if conn.closed or conn.broken:
             return
         if conn.info.transaction_status != TransactionStatus.IDLE:
@@ -271,3 +304,5 @@ class PostgresConnection:
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None
+            if self._async is not None:
+                self._async.close()

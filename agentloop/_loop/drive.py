@@ -12,7 +12,7 @@ import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, TypeVar, cast
+from typing import Any, Protocol, TypeVar, cast, runtime_checkable
 
 from agentloop._core.effects import (
     STORE_EFFECTS,
@@ -64,6 +64,13 @@ class _NoModel:
 
     def complete(self, request: object, on_text: TextCallback | None = None) -> ModelResponse:
         raise ConfigurationError("no model is configured")
+
+
+@runtime_checkable
+class _RunsAsync(Protocol):
+    """A store that runs code calling it on an async driver (``PostgresSessionStore.arun``)."""
+
+    async def arun(self, function: Callable[..., T], /, *args: Any, **kwargs: Any) -> T: ...
 
 
 @dataclass
@@ -126,8 +133,11 @@ class Runtime:
                 )
         elif isinstance(effect, NewSessionId | ReadClock):
             return self.perform(effect)
-        elif isinstance(effect, STORE_EFFECTS) and self.store is None:
-            return None
+        elif isinstance(effect, STORE_EFFECTS):
+            if self.store is None:
+                return None
+            if isinstance(self.store, _RunsAsync):  # PostgreSQL: its async connection, no thread
+                return await self.store.arun(self.perform, effect)
         return await asyncio.to_thread(self.perform, effect)
 
     def _model_for(self, effect: CallModel | CountTokens) -> Model | AsyncModel:
