@@ -15,8 +15,7 @@ from contextlib import AbstractContextManager
 from types import TracebackType
 from typing import Protocol, Self
 
-from sessions._errors import StoreError
-from sessions._open import DEFAULT_BUSY_TIMEOUT, parse_location
+from sessions._open import DEFAULT_BUSY_TIMEOUT, parse_location, postgres_imports
 from sessions._sql_listing import (
     ConversationRow,
     SessionRow,
@@ -99,14 +98,8 @@ def open_listing(
     for listing: nothing is created (:class:`StoreMissingError` if there is no store)."""
     backend, target = parse_location(location)
     if backend == "postgresql":
-        try:
+        with postgres_imports():
             from sessions._postgres_db import PostgresConnection
-        except ImportError as error:
-            if not (error.name or "").startswith("psycopg"):
-                raise
-            raise StoreError(
-                "a postgresql:// store needs psycopg: pip install 'agentloop[postgres]'"
-            ) from None
         assert isinstance(target, str)
         return Listing(PostgresConnection(target, read_only=True, busy_timeout=busy_timeout))
     from sessions._sqlite_db import SqliteConnection

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, overload
@@ -25,6 +26,19 @@ DEFAULT_BUSY_TIMEOUT = 5.0
 _SCHEME = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]*)://")
 
 Backend = Literal["sqlite", "postgresql"]
+
+
+@contextmanager
+def postgres_imports() -> Iterator[None]:
+    """Imports of the PostgreSQL backend: without its extra, one line saying how to get it."""
+    try:
+        yield
+    except ImportError as error:
+        if (error.name or "").partition(".")[0] not in ("psycopg", "psycopg_pool", "greenlet"):
+            raise
+        raise StoreError(
+            "a postgresql:// store needs psycopg: pip install 'agentloop[postgres]'"
+        ) from None
 
 
 def parse_location(location: str | os.PathLike[str] | None) -> tuple[Backend, str | Path | None]:
@@ -112,14 +126,8 @@ def open_store(
     """
     backend, target = parse_location(location)
     if backend == "postgresql":
-        try:
+        with postgres_imports():
             from sessions._postgres import PostgresSessionStore
-        except ImportError as error:
-            if not (error.name or "").startswith("psycopg"):
-                raise
-            raise StoreError(
-                "a postgresql:// store needs psycopg: pip install 'agentloop[postgres]'"
-            ) from None
         assert isinstance(target, str)
         return PostgresSessionStore(
             target, read_only=read_only, busy_timeout=busy_timeout, clock=clock
