@@ -14,6 +14,7 @@ schema, dropped at the end; SQLite in a temporary directory.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import multiprocessing
 import os
 import statistics
@@ -83,6 +84,25 @@ def bench_append(store: SessionStore, runs: int) -> dict[str, tuple[float, float
         samples["100"].append(timed(lambda: store.append_messages(small.id, one)))  # noqa: B023
         samples["10,000"].append(timed(lambda: store.append_messages(large.id, one)))  # noqa: B023
     return {size: median_p99(values) for size, values in samples.items()}
+
+
+def bench_async_append(store: SessionStore, runs: int) -> tuple[float, float] | None:
+    """One-message appends awaited from asyncio: PostgreSQL's ``arun`` (the async connection,
+    as the async loop uses it); None for a store without one (the loop uses a thread)."""
+    arun = getattr(store, "arun", None)
+    if arun is None:
+        return None
+    session = store.create_session(model="m", workspace="/bench")
+
+    async def appends() -> list[float]:
+        samples = []
+        for n in range(runs):
+            start = time.perf_counter()
+            await arun(store.append_messages, session.id, [message(n)])
+            samples.append(time.perf_counter() - start)
+        return samples
+
+    return median_p99(asyncio.run(appends()))
 
 
 def bench_transitions(store: SessionStore, count: int) -> float:
@@ -275,6 +295,12 @@ def main() -> None:
                     got[f"append 1 msg to a {size}-msg session, median"] = ms(median)
                     got[f"append 1 msg to a {size}-msg session, p99"] = ms(p99)
                     ok[f"append 1 msg to a {size}-msg session, median"] = median <= 0.002
+                awaited = bench_async_append(store, 301)
+                got["append from asyncio (arun), median / p99"] = (
+                    "n/a (a worker thread)"
+                    if awaited is None
+                    else f"{ms(awaited[0])} / {ms(awaited[1])}"
+                )
                 got["transitions per second"] = f"{bench_transitions(store, 200):.0f}/s"
                 root, middle = bench_lineage(store, 101)
                 got["newest descendant, 50 generations (root)"] = ms(root)
