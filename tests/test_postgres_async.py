@@ -10,7 +10,13 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import pytest
-from store_contract import drop_schema, fresh_schema, postgres_unavailable, postgres_url, with_schema
+from store_contract import (
+    drop_schema,
+    fresh_schema,
+    postgres_unavailable,
+    postgres_url,
+    with_schema,
+)
 
 from agentloop import AgentLoop
 from agentloop.testing import ScriptedModel, text_reply

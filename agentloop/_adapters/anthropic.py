@@ -14,8 +14,15 @@ import threading
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from agentloop._core.messages import ContentBlock, Message, Usage, to_params
-from agentloop._core.model import ModelRequest, ModelResponse, TextCallback
+from agentloop._core.messages import ContentBlock, Message, Usage, has_compaction, to_params
+from agentloop._core.model import (
+    IterationUsage,
+    ModelRequest,
+    ModelResponse,
+    ServerCompaction,
+    ServerCompactionUnsupported,
+    TextCallback,
+)
 from agentloop._errors import (
     ConfigurationError,
     IncompleteReplyError,
@@ -26,6 +33,7 @@ from agentloop._errors import (
 if TYPE_CHECKING:
     import anthropic
     from anthropic.types import Message as SDKMessage
+    from anthropic.types.beta import BetaMessage
 
 __all__ = [
     "AnthropicModel",
@@ -44,7 +52,15 @@ _INPUT_FIELDS: Mapping[str, tuple[str, ...]] = {
     "tool_use": ("type", "id", "name", "input"),
     "thinking": ("type", "thinking", "signature"),
     "redacted_thinking": ("type", "data"),
+    # Sent back verbatim: the API checks the signature and continues from the block.
+    "compaction": ("type", "content", "encrypted_content", "signature", "tool_changes"),
 }
+
+COMPACT_BETA = "compact-2026-01-12"
+"""The beta of server-side compaction (the ``compact_20260112`` context edit)."""
+COMPACT_EDIT = "compact_20260112"
+# Words of a 400 that refuses the beta or the edit (a model or endpoint without compaction).
+_REFUSED_COMPACTION = ("compact", "context_management", "context management", "anthropic-beta")
 
 _MAX_DETAIL = 300
 _NO_KEY = "no API key: set ANTHROPIC_API_KEY (or pass api_key=)"
@@ -74,21 +90,43 @@ def build_request_kwargs(request: ModelRequest) -> dict[str, Any]:
         ]
     if request.tools:
         kwargs["tools"] = [dict(tool) for tool in request.tools]
+    edit = request.server_compaction
+    if edit is not None:
+        kwargs["context_management"] = {"edits": [_edit_param(edit)]}
+    # A compaction block in the history needs the beta too, whatever the strategy is now.
+    if edit is not None or has_compaction(request.messages):
+        kwargs["betas"] = [COMPACT_BETA]
     return kwargs
 
 
-def response_from_message(message: SDKMessage) -> ModelResponse:
+def _edit_param(edit: ServerCompaction) -> dict[str, Any]:
+    param: dict[str, Any] = {
+        "type": COMPACT_EDIT,
+        "trigger": {"type": "input_tokens", "value": edit.trigger_tokens},
+        "pause_after_compaction": edit.pause,
+    }
+    if edit.instructions:
+        param["instructions"] = edit.instructions
+    return param
+
+
+def response_from_message(message: SDKMessage | BetaMessage) -> ModelResponse:
     """An SDK ``Message`` (from ``create`` or a stream's final message) as a :class:`ModelResponse`.
 
     Content blocks become plain dicts holding only the fields the API takes back on input, so the
     reply can be appended to the history and sent again as-is.
     """
     content = tuple(_block_dict(block) for block in message.content)
+    iterations = getattr(message.usage, "iterations", None) or ()
     return ModelResponse(
         content=content,
         usage=Usage.from_mapping(message.usage.model_dump()) or Usage(),
         stop_reason=message.stop_reason,
         model=message.model,
+        iterations=tuple(
+            IterationUsage(str(it.type), Usage.from_mapping(it.model_dump()) or Usage())
+            for it in iterations
+        ),
     )
 
 
@@ -340,15 +378,21 @@ class AnthropicModel:
                 self._async_client = anthropic.AsyncAnthropic(**settings)
             return self._async_client
 
+    def supports_server_compaction(self, model: str) -> bool:
+        """Whether requests may carry :class:`ServerCompaction` (the API answers for the model:
+        a refusal raises :class:`ServerCompactionUnsupported`)."""
+        return True
+
     def complete(self, request: ModelRequest, on_text: TextCallback | None = None) -> ModelResponse:
         """Send the request; with ``on_text``, stream and pass each text delta to it."""
         client = self._sync()
         kwargs = build_request_kwargs(request)
-        with _sdk_errors(client):
+        api = _messages_api(client, kwargs)
+        with _refused_compaction(request), _sdk_errors(client):
             if on_text is None:
-                message = client.messages.create(**kwargs)
+                message = api.create(**kwargs)
             else:
-                with client.messages.stream(**kwargs) as stream:
+                with api.stream(**kwargs) as stream:
                     stopped = False
                     for event in stream:
                         stopped = _passed_on(event, on_text) or stopped
@@ -364,11 +408,12 @@ class AnthropicModel:
         if client is None:  # only a sync client was given
             return await asyncio.to_thread(self.complete, request, on_text)
         kwargs = build_request_kwargs(request)
-        with _sdk_errors(client):
+        api = _messages_api(client, kwargs)
+        with _refused_compaction(request), _sdk_errors(client):
             if on_text is None:
-                message = await client.messages.create(**kwargs)
+                message = await api.create(**kwargs)
             else:
-                async with client.messages.stream(**kwargs) as stream:
+                async with api.stream(**kwargs) as stream:
                     stopped = False
                     async for event in stream:
                         stopped = _passed_on(event, on_text) or stopped
@@ -381,7 +426,7 @@ class AnthropicModel:
         client = self._sync()
         kwargs = _count_kwargs(request)
         with _sdk_errors(client):
-            counted = client.messages.count_tokens(**kwargs)
+            counted = _messages_api(client, kwargs).count_tokens(**kwargs)
         return int(counted.input_tokens)
 
     async def acount_tokens(self, request: ModelRequest) -> int:
@@ -391,8 +436,32 @@ class AnthropicModel:
             return await asyncio.to_thread(self.count_tokens, request)
         kwargs = _count_kwargs(request)
         with _sdk_errors(client):
-            counted = await client.messages.count_tokens(**kwargs)
+            counted = await _messages_api(client, kwargs).count_tokens(**kwargs)
         return int(counted.input_tokens)
+
+
+def _messages_api(client: anthropic.Anthropic | anthropic.AsyncAnthropic, kwargs: Any) -> Any:
+    """``client.beta.messages`` for a request with a beta (server compaction), else
+    ``client.messages``."""
+    return client.beta.messages if "betas" in kwargs else client.messages
+
+
+@contextlib.contextmanager
+def _refused_compaction(request: ModelRequest) -> Iterator[None]:
+    """A 400 that refuses the compaction beta or edit as :class:`ServerCompactionUnsupported`
+    (the loop then compacts locally)."""
+    try:
+        yield
+    except ModelError as error:
+        refused = (
+            request.server_compaction is not None
+            and error.status_code == 400
+            and not isinstance(error, PromptTooLongError)
+            and any(word in str(error).lower() for word in _REFUSED_COMPACTION)
+        )
+        if not refused:
+            raise
+        raise ServerCompactionUnsupported(str(error), status_code=400) from error
 
 
 @contextlib.contextmanager

@@ -186,6 +186,10 @@ class _BlockCounter(BlockRenderer[int]):
                 )
         return pdf_block_tokens(block) + title
 
+    def compaction(self, content: str, block: Block) -> int:
+        # The summary is what the model reads; the signature and encrypted part are opaque.
+        return BLOCK_OVERHEAD + self.estimator.count_text(content)
+
     def other(self, kind: str, block: Block) -> int:
         # Server tool results, search results...: their JSON, minus bookkeeping.
         rest = {k: v for k, v in block.items() if k not in ("type", "cache_control", "citations")}

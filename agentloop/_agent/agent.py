@@ -107,6 +107,9 @@ class _AgentEvents(LoopEvents):
     def on_reply_incomplete(self, reason: str) -> None:
         self.ui.on_reply_incomplete(reason)
 
+    def on_warning(self, message: str) -> None:
+        self.ui.on_warning(message)
+
 
 class CodingAgent:
     """A coding agent on a workspace, saved in a session store, resumable."""

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from agentloop._cli.terminal import TerminalInput
     from agentloop._cli.ui import TerminalUI
     from agentloop._core.model import AsyncModel, Model
+    from agentloop._core.settings import StrategyName
     from sessions import SessionStore
 
 MIN_CONVERSATION_TOKENS = 1_000
@@ -66,6 +67,8 @@ class AgentOptions:
     """With resume/continue: continue in a new branch, the resumed session left as it is."""
     compaction_instructions: str | None = None
     """A file of standing instructions for every summary (``--compaction-instructions``)."""
+    strategy: StrategyName = "auto"
+    """How to compact (``--compaction-strategy``); ``server`` lets the API do it."""
 
 
 def _no_key_message() -> str:
@@ -273,6 +276,7 @@ def _build_agent(
         settings=CompactionSettings(
             enabled=options.compaction,
             threshold=options.threshold,
+            strategy=options.strategy,
             standing_instructions=summary_instructions(options, workspace),
         ),
         approve=approve,

@@ -16,6 +16,7 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from agentloop._core.settings import STRATEGIES
 from agentloop._core.validation import (
     DEFAULT_MODEL,
     DEFAULT_THRESHOLD,
@@ -193,6 +194,13 @@ def add_agent_options(parser: argparse.ArgumentParser) -> None:
         f"(default {DEFAULT_THRESHOLD})",
     )
     parser.add_argument(
+        "--compaction-strategy",
+        choices=STRATEGIES,
+        default="auto",
+        help="how to compact: auto (prune, then summarize; the default), summarize, "
+        "sliding_window, prune, server (the API compacts at the trigger), none",
+    )
+    parser.add_argument(
         "--context-window", type=_window, default=None, metavar="N", help="override the window"
     )
 
@@ -258,6 +266,7 @@ def agent_options(args: argparse.Namespace) -> AgentOptions:
         store=args.store,
         fork_session=args.fork_session,
         compaction_instructions=args.compaction_instructions,
+        strategy=args.compaction_strategy,
     )
 
 

@@ -94,6 +94,9 @@ class _ShowBlock(BlockRenderer[str]):
     def document(self, block: ContentBlock) -> str:
         return _media("document", block)
 
+    def compaction(self, content: str, block: ContentBlock) -> str:
+        return _truncate(f"(the API's summary of what came before) {content}", self.limit)
+
     def other(self, kind: str, block: ContentBlock) -> str:
         return _truncate(f"[{kind}] {json.dumps(dict(block), ensure_ascii=False)}", self.limit)
 
@@ -195,6 +198,10 @@ class _MarkdownBlock(BlockRenderer[str]):
 
     def redacted_thinking(self, data: str, block: ContentBlock) -> str:
         return "> *Thinking (redacted)*"
+
+    def compaction(self, content: str, block: ContentBlock) -> str:
+        heading = "*The API's summary of what came before (server-side compaction)*"
+        return f"{heading}\n\n{fence(content)}"
 
     def other(self, kind: str, block: ContentBlock) -> str:
         return fence(json.dumps(dict(block), ensure_ascii=False, indent=2), "json")

@@ -134,6 +134,9 @@ class TerminalUI(LoopEvents):
     def on_compaction_skipped(self, reason: str) -> None:
         self._say(f"Compaction skipped: {reason}")
 
+    def on_warning(self, message: str) -> None:
+        self._say(f"warning: {message}")
+
     # -- writing -----------------------------------------------------------------------------
 
     def _say(self, line: str) -> None:

@@ -79,6 +79,9 @@ class BlockRenderer(abc.ABC, Generic[R]):
             return self.image(block)
         if kind == "document":
             return self.document(block)
+        if kind == "compaction":
+            content = block.get("content")
+            return self.compaction("" if content is None else str(content), block)
         if isinstance(kind, str) and kind.endswith("_tool_result"):  # web search, fetch, code...
             return self.server_tool_result(kind, str(block.get("tool_use_id", "")), block)
         return self.other(str(kind), block)
@@ -110,6 +113,11 @@ class BlockRenderer(abc.ABC, Generic[R]):
 
     def document(self, block: Block) -> R:
         return self.other("document", block)
+
+    def compaction(self, content: str, block: Block) -> R:
+        """A summary the API wrote when it compacted the conversation on the server (strategy
+        ``server``); the API ignores everything before it. ``content`` is the summary text."""
+        return self.other("compaction", block)
 
     @abc.abstractmethod
     def other(self, kind: str, block: Block) -> R:

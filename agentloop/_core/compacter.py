@@ -39,6 +39,7 @@ from agentloop._core.messages import (
     Message,
     MessageValidator,
     is_safe_boundary,
+    latest_compaction_text,
     validate_messages,
 )
 from agentloop._core.model import AsyncModel, Model, ModelRequest
@@ -207,7 +208,7 @@ class CompactionCore:
         """Whether to compact now, and why (nothing is changed)."""
         msgs = self.messages_of(messages)
         usage = self._measure(msgs, system, tools)
-        return decide(
+        decision = decide(
             usage,
             threshold=self.threshold,
             max_output_tokens=self.max_output_tokens,
@@ -218,6 +219,11 @@ class CompactionCore:
             force=force,
             breaker_until=self._breaker_until,
         )
+        if decision.compact and not force and self.settings.strategy == "server":
+            # The API compacts at the trigger; only a compaction asked for runs here.
+            reason = f"the API compacts at {decision.trigger_tokens:,} tokens (strategy 'server')"
+            return decision.model_copy(update={"compact": False, "reason": reason})
+        return decision
 
     # -- compacting --------------------------------------------------------------------------
 
@@ -292,7 +298,9 @@ class CompactionCore:
             return "nothing to compact: no safe cut point"
         hooks = yield from perform(RunHooks(tuple(self.hooks)))
         warnings = list(hooks.warnings)
-        strategy: str = settings.strategy
+        # Asked for under "server" (/compact, an emergency): the API cannot be made to compact
+        # now, so it runs here as "auto".
+        strategy: str = "auto" if settings.strategy == "server" else settings.strategy
         request_chars = CHARS_PER_TOKEN * (
             settings.request_max_tokens or max(2_000, int(self.context_window * 0.05))
         )
@@ -475,4 +483,5 @@ class CompactionCore:
 
 def _previous_text(msgs: Sequence[Message]) -> str | None:
     before = previous_summary(msgs)
-    return before.text if before is not None else None
+    # A child of a server compaction: the API's summary is the one to update.
+    return before.text if before is not None else latest_compaction_text(msgs)

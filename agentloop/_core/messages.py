@@ -185,6 +185,34 @@ def pending_tool_use_ids(messages: Sequence[Message]) -> list[str]:
     return []
 
 
+COMPACTION = "compaction"
+"""The block type (and the stop reason) of a compaction the API made on the server."""
+
+
+def compaction_block(content: Sequence[ContentBlock]) -> ContentBlock | None:
+    """The last compaction block of a message's content (the API continues from it and ignores
+    everything before it)."""
+    for block in reversed(content):
+        if block.get("type") == COMPACTION:
+            return block
+    return None
+
+
+def has_compaction(messages: Sequence[Message]) -> bool:
+    """Whether any message carries a compaction block (such a request needs the API's beta)."""
+    return any(compaction_block(m.content) is not None for m in messages)
+
+
+def latest_compaction_text(messages: Sequence[Message]) -> str | None:
+    """The summary in the newest compaction block of ``messages`` (None: there is none)."""
+    for message in reversed(messages):
+        block = compaction_block(message.content)
+        if block is not None:
+            content = block.get("content")
+            return str(content) if content else None
+    return None
+
+
 def is_safe_boundary(messages: Sequence[Message]) -> bool:
     """True when no tool_use is waiting for its tool_result (compaction may happen here)."""
     return not pending_tool_use_ids(messages)
@@ -286,6 +314,10 @@ def _check_message(messages: Sequence[Message], index: int, seen_tool_use_ids: s
             raise MessageValidationError(f"{where}: tool_result outside a user message")
         if kind == "tool_use" and message.role != "assistant":
             raise MessageValidationError(f"{where}: tool_use outside an assistant message")
+        if kind == "compaction" and message.role != "assistant":
+            raise MessageValidationError(f"{where}: compaction block outside an assistant message")
+        if kind == "compaction" and block.get("content") == "":
+            raise MessageValidationError(f"{where}: compaction block with empty content")
     kinds = [block.get("type") for block in message.content]
     if (
         "tool_result" in kinds

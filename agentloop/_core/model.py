@@ -12,8 +12,35 @@ from typing import Any, Protocol, runtime_checkable
 
 from agentloop._core.messages import ContentBlock, Message, Usage
 from agentloop._core.validation import DEFAULT_MAX_TOKENS
+from agentloop._errors import ModelError
 
 TextCallback = Callable[[str], None]
+
+
+@dataclass(frozen=True, slots=True)
+class ServerCompaction:
+    """Ask the API to compact on the server (strategy ``server``): when a request's input
+    reaches ``trigger_tokens``, the API summarizes it into a ``compaction`` block and, with
+    ``pause``, stops right after it (stop reason ``compaction``)."""
+
+    trigger_tokens: int
+    instructions: str | None = None
+    """Replaces the API's own summarization prompt (None: the API's prompt)."""
+    pause: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class IterationUsage:
+    """One sampling iteration of a response (``usage.iterations``): ``kind`` is
+    ``compaction`` (the summarization on the server: its input is the context it compacted) or
+    ``message``."""
+
+    kind: str
+    usage: Usage
+
+
+class ServerCompactionUnsupported(ModelError):
+    """The model or endpoint refused server-side compaction (the loop falls back to ``auto``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,6 +54,9 @@ class ModelRequest:
     max_tokens: int = DEFAULT_MAX_TOKENS
     metadata: dict[str, Any] = field(default_factory=dict)
     """Free-form hints for test doubles (e.g. ``{"purpose": "summary"}``); never sent to the API."""
+    server_compaction: ServerCompaction | None = None
+    """Let the API compact on the server (only models that offer it; see
+    :class:`ServerCompactingModel`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +67,8 @@ class ModelResponse:
     usage: Usage
     stop_reason: str | None = "end_turn"
     model: str = ""
+    iterations: tuple[IterationUsage, ...] = ()
+    """The API's per-iteration usage, when it reports one (a server compaction does)."""
 
     @property
     def text(self) -> str:
@@ -66,6 +98,14 @@ class AsyncModel(Protocol):
     async def acomplete(
         self, request: ModelRequest, on_text: TextCallback | None = None
     ) -> ModelResponse: ...
+
+
+@runtime_checkable
+class ServerCompactingModel(Protocol):
+    """A model whose API can compact on the server (:class:`ServerCompaction`). It raises
+    :class:`ServerCompactionUnsupported` when the API refuses it for a model."""
+
+    def supports_server_compaction(self, model: str) -> bool: ...
 
 
 @runtime_checkable

@@ -62,7 +62,7 @@ def plan_steps(
         preserved_state=hooks.state,
         warnings=list(hooks.warnings),
     )
-    if settings.strategy in ("auto", "prune"):
+    if settings.strategy in ("auto", "prune", "server"):  # a /compact under "server" is "auto"
         pruned = prune_tool_outputs(msgs, keep_from=split.tail_start)
         pairs = list(zip(pruned, msgs, strict=True))
         changed = [(p, m) for p, m in pairs if p.content is not m.content]

@@ -9,8 +9,15 @@ from typing import Literal
 from agentloop._core.validation import DEFAULT_THRESHOLD, validate_threshold, validate_window
 from agentloop._errors import ConfigurationError
 
-StrategyName = Literal["auto", "summarize", "sliding_window", "prune", "none"]
-STRATEGIES: tuple[StrategyName, ...] = ("auto", "summarize", "sliding_window", "prune", "none")
+StrategyName = Literal["auto", "summarize", "sliding_window", "prune", "server", "none"]
+STRATEGIES: tuple[StrategyName, ...] = (
+    "auto",
+    "summarize",
+    "sliding_window",
+    "prune",
+    "server",
+    "none",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,7 +31,10 @@ class CompactionSettings:
     thresholds: Mapping[str, float] = field(default_factory=dict)
     """Per-model thresholds, up or down from ``threshold``."""
     strategy: StrategyName = "auto"
-    """``auto`` prunes old tool outputs first and summarizes only if that is not enough."""
+    """``auto`` prunes old tool outputs first and summarizes only if that is not enough.
+    ``server`` lets the Messages API compact at the trigger (its ``compact_20260112`` context
+    edit); a compaction asked for (``/compact``, an emergency) still runs locally as ``auto``,
+    and a model or endpoint without it falls back to ``auto`` with a warning."""
     tail_fraction: float = 0.10
     """The recent tail kept verbatim, as a fraction of the window."""
     target_ratio: float = 0.25

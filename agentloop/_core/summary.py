@@ -95,6 +95,10 @@ class _TranscriptRenderer(BlockRenderer[str]):
             body = f" at {source.get('url')}"
         return f"{self.speaker}: [document {title!r} ({_source_kind(block)})]{body}"
 
+    def compaction(self, content: str, block: Block) -> str:
+        # Its text is handed over as the summary to update (not repeated here).
+        return f"{self.speaker}: [the API's summary of what came before: the summary to update]"
+
     def other(self, kind: str, block: Block) -> str:
         return f"{self.speaker}: [{kind} block]"
 

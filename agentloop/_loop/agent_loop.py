@@ -8,8 +8,9 @@ compacted history under a child session, and both sessions stay on disk."""
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from agentloop._core.context import CompactionDecision
@@ -22,9 +23,24 @@ from agentloop._core.effects import (
     Steps,
     perform,
 )
-from agentloop._core.messages import ContentBlock, Message, MessageValidator
-from agentloop._core.model import AsyncModel, Model, ModelRequest, ModelResponse
+from agentloop._core.messages import (
+    COMPACTION,
+    ContentBlock,
+    Message,
+    MessageValidator,
+    compaction_block,
+)
+from agentloop._core.model import (
+    AsyncModel,
+    Model,
+    ModelRequest,
+    ModelResponse,
+    ServerCompactingModel,
+    ServerCompaction,
+    ServerCompactionUnsupported,
+)
 from agentloop._core.results import CompactionOutcome, CompactionTransition
+from agentloop._core.server_compaction import server_compaction_steps, server_edit
 from agentloop._core.tool import Tool, ToolResult, tool_definition
 from agentloop._core.validation import DEFAULT_MAX_TOKENS
 from agentloop._errors import AgentloopError, IncompleteReplyError, PromptTooLongError
@@ -75,6 +91,11 @@ class LoopEvents:
 
     def on_reply_incomplete(self, reason: str) -> None:
         """The streamed reply broke off: what was shown is not an answer; it is retried once."""
+
+    def on_warning(self, message: str) -> None:
+        """Something the user should know that stops nothing (server-side compaction is not
+        available and the loop compacts locally instead). Default: ``warnings.warn``."""
+        warnings.warn(message, UserWarning, stacklevel=2)
 
 
 class AgentLoop:
@@ -230,7 +251,9 @@ class AgentLoop:
     def _rounds(self) -> Steps[TurnResult]:
         result = TurnResult(text="", session_id=self.session_id)
         emergency_used = retried = False
+        server_compactions = 0  # in a row, with no reply between them
         for _round in range(self.max_tool_rounds):
+            self._check_server_compaction()
             requested, self._requested = self._requested, None
             outcome = yield from self._compaction_steps(
                 force=requested is not None, instructions=requested[0] if requested else None
@@ -240,6 +263,9 @@ class AgentLoop:
             request = self._request()
             try:
                 response = yield from perform(CallModel(request, stream=True))
+            except ServerCompactionUnsupported as error:
+                self._fall_back(str(error))
+                continue
             except IncompleteReplyError as error:
                 if retried:
                     raise
@@ -267,6 +293,24 @@ class AgentLoop:
                     ) from None
                 result.transitions.append(outcome.transition)
                 continue
+            if response.stop_reason == COMPACTION and request.server_compaction is not None:
+                summary = compaction_block(response.content)
+                if summary is None or not summary.get("content"):
+                    # A failed compaction (null content) is a no-op for the API: nothing of
+                    # the parent may be dropped. This conversation compacts here from now on.
+                    self._fall_back("the API's compaction failed (it returned no summary)")
+                    continue
+                server_compactions += 1
+                if server_compactions > 1:
+                    raise ContextFullError(
+                        "the API compacted the conversation twice in a row and it is still "
+                        "above the trigger; run /compact with instructions to keep less, or "
+                        "start a new session"
+                    )
+                transition = yield from self._server_compacted(request, response)
+                result.transitions.append(transition)
+                continue  # the turn goes on in the child
+            server_compactions = 0
             yield from self._record_reply(response)
             result.stop_reason = response.stop_reason
             if response.text:
@@ -300,6 +344,53 @@ class AgentLoop:
         ).strip()
         result.session_id = self.session_id
         return result
+
+    # -- server-side compaction (strategy "server") ------------------------------------------
+
+    def _server_edit(self) -> ServerCompaction | None:
+        """The edit a request carries when the API is to compact (strategy ``server``)."""
+        compacter = self.compacter
+        if compacter is None or compacter.settings.strategy != "server":
+            return None
+        return server_edit(compacter) if compacter.settings.enabled else None
+
+    def _check_server_compaction(self) -> None:
+        """A model adapter without server-side compaction (a test double, another provider)
+        makes the loop compact locally, once told."""
+        if self._server_edit() is None:
+            return
+        model = self.model
+        if not isinstance(model, ServerCompactingModel):
+            self._fall_back(f"the model adapter {type(model).__name__} does not offer it")
+        elif not model.supports_server_compaction(self.model_name):
+            self._fall_back(f"{self.model_name} does not offer it")
+
+    def _fall_back(self, reason: str) -> None:
+        compacter = self.compacter
+        assert compacter is not None
+        compacter.settings = replace(compacter.settings, strategy="auto")
+        self.events.on_warning(
+            f"server-side compaction is not available: {reason}; compacting locally with "
+            "strategy 'auto' instead"
+        )
+
+    def _server_compacted(
+        self, request: ModelRequest, response: ModelResponse
+    ) -> Steps[CompactionTransition]:
+        """The API paused on a compaction of what ``request`` sent: the child takes its
+        block, the parent stays whole (see ``_core/server_compaction.py``)."""
+        assert self.compacter is not None
+        outcome = yield from server_compaction_steps(
+            self.compacter,
+            session_id=self.session_id,
+            parent=list(self.messages),
+            response=response,
+            request=request,
+        )
+        assert outcome.transition is not None
+        self.events.on_compaction_start(outcome.decision)
+        yield from self._apply(outcome.transition, emergency=False)
+        return outcome.transition
 
     def _refuse_if_it_cannot_fit(self, message: Message) -> None:
         """A message that alone does not fit the window is refused before it is kept or sent
@@ -417,6 +508,9 @@ class AgentLoop:
             if self._local_sum is None:
                 self._local_sum = sum(compacter.count(m) for m in self.messages)
             sent = self._local_sum + compacter.fixed_tokens(self.system, self.tool_definitions)
+            if len(self.messages) > 1 and compaction_block(self.messages[1].content):
+                # A server compaction's child: the API reads nothing before the block.
+                sent -= compacter.count(self.messages[0])
             compacter.record_usage(response.usage.prompt_tokens, sent, len(self.messages))
         # Stored first, then shown as complete: a reply the user saw is a reply that is kept.
         self._keep(self._counted(response.to_message()))
@@ -434,6 +528,7 @@ class AgentLoop:
             tools=tuple(self.tool_definitions),
             max_tokens=self.max_tokens,
             metadata={"purpose": "conversation"},
+            server_compaction=self._server_edit(),
         )
 
     def _compaction_enabled(self) -> bool:

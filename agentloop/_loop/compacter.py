@@ -52,7 +52,7 @@ class ConversationCompacter(CompactionCore):
 
             counter = TokenEstimator()
         strategy = (settings or CompactionSettings()).strategy
-        if model is None and strategy in ("auto", "summarize"):
+        if model is None and strategy in ("auto", "summarize", "server"):
             warnings.warn(
                 "ConversationCompacter has no model: summaries will be deterministic digests "
                 "(pass model=AnthropicModel() for real summaries)",

@@ -86,6 +86,8 @@ def block_tokens(block: Any, prices: MediaPrices | None) -> Tally:
         return tally
     if kind == "thinking":
         return Tally(text_tokens(str(block.get("thinking", ""))))
+    if kind == "compaction":  # the summary is what the model reads
+        return Tally(text_tokens(str(block.get("content") or "")))
     if prices is not None and kind == "image":
         return Tally(0, _image_cost(block.get("source"), prices))
     if prices is not None and kind == "document":

@@ -78,6 +78,8 @@ class Reply:
     """How a streamed reply's body is delimited."""
     fault: Fault | None = None
     """How the reply goes wrong on the wire (None: it does not)."""
+    usage: Mapping[str, Any] | None = None
+    """The whole ``usage`` object as sent (None: computed; a server compaction sets it)."""
 
 
 @dataclass(frozen=True)

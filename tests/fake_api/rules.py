@@ -26,6 +26,9 @@ _BLOCK_KEYS: Mapping[str, frozenset[str]] = {
     "tool_result": frozenset({"type", "tool_use_id", "content", "is_error", "cache_control"}),
     "thinking": frozenset({"type", "thinking", "signature"}),
     "redacted_thinking": frozenset({"type", "data"}),
+    "compaction": frozenset(
+        {"type", "content", "encrypted_content", "signature", "tool_changes", "cache_control"}
+    ),
     "server_tool_use": frozenset({"type", "id", "name", "input", "cache_control", "caller"}),
     "web_search_tool_result": frozenset(
         {"type", "tool_use_id", "content", "cache_control", "caller"}
@@ -56,7 +59,8 @@ _OTHER_BLOCK_TYPES = frozenset(
 )  # fmt: skip
 _USER_BLOCKS = frozenset({"text", "image", "document", "tool_result", "search_result"})
 _ASSISTANT_BLOCKS = frozenset(
-    {"text", "tool_use", "thinking", "redacted_thinking", "server_tool_use"} | _SERVER_RESULT_TYPES
+    {"text", "tool_use", "thinking", "redacted_thinking", "server_tool_use", "compaction"}
+    | _SERVER_RESULT_TYPES
 )
 
 

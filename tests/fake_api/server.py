@@ -15,6 +15,12 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 
+from fake_api.compaction import (
+    compaction_problems,
+    compaction_reply,
+    stream_parts,
+    visible_messages,
+)
 from fake_api.counting import (
     MediaPrices,
     Tally,
@@ -138,6 +144,10 @@ class FakeAnthropicServer:
         self.models: dict[str, ModelSpec] = {spec.id: spec for spec in models}
         self.models_unavailable = False
         """When true, the Models API answers 500 ``api_error``."""
+        self.models_without_compaction: set[str] = set()
+        """Models whose requests with the compaction edit are refused (400), see compaction.py."""
+        self.failed_compactions = False
+        """When true, a compaction returns a block with null content (the API's failure)."""
         self.requests: list[RecordedRequest] = []
         self.violations: list[str] = []
         self._queue: deque[ReplySpec] = deque()
@@ -242,7 +252,7 @@ class FakeAnthropicServer:
         tally = Tally(self._raw_prefix_tokens(body))
         prices = self.media_prices
         messages = body.get("messages")
-        for message in messages if isinstance(messages, list) else []:
+        for message in visible_messages(messages) if isinstance(messages, list) else []:
             if not isinstance(message, dict):
                 continue
             tally.text += self.message_overhead
@@ -363,7 +373,7 @@ class FakeAnthropicServer:
             "content": content,
             "stop_reason": stop_reason,
             "stop_sequence": None,
-            "usage": self._usage(body, reply, content),
+            "usage": dict(reply.usage) if reply.usage else self._usage(body, reply, content),
         }
 
     def _stream_events(self, message: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
@@ -404,6 +414,8 @@ class FakeAnthropicServer:
                 for c in self._chunks(block.get("thinking", ""))
             ]
             deltas.append({"type": "signature_delta", "signature": block.get("signature", "")})
+        elif kind == "compaction":
+            start, deltas = stream_parts(block)
         else:
             start, deltas = block, []
         yield (
@@ -550,6 +562,7 @@ class _RequestHandler(BaseHTTPRequestHandler):
 
     def _refuse_invalid(self, number: int, body: Any, *, count_tokens: bool = False) -> bool:
         problems = check_request(body, count_tokens=count_tokens)
+        problems += compaction_problems(body, self.headers.get("anthropic-beta"))
         for problem in problems:
             self.fake._violation(f"request {number}: {problem}")
         if problems:
@@ -569,7 +582,7 @@ class _RequestHandler(BaseHTTPRequestHandler):
     def _messages(self, number: int, body: Any) -> None:
         if self._refuse_invalid(number, body) or self._refuse_too_long(body):
             return
-        reply = self.fake._next_reply(body)
+        reply = compaction_reply(self.fake, body) or self.fake._next_reply(body)
         if reply is None:
             self.fake._violation(f"request {number}: no scripted reply left for this request")
             self._send_error(api_error("the fake API has no scripted reply"), retryable=False)
