@@ -53,7 +53,19 @@ class SqliteDb:
         return self.conn.execute(sql, _params(params)).rowcount
 
     def many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
-        self.conn.executemany(sql, [_params(row) for row in rows])
+        # Rows of one batch mostly share their time stamps (a compaction's child: hundreds of
+        # messages stamped alike): each distinct one is formatted once.
+        stamps: dict[datetime, str] = {}
+
+        def stamp(moment: datetime) -> str:
+            text = stamps.get(moment)
+            if text is None:
+                text = stamps[moment] = _ts(moment)
+            return text
+
+        self.conn.executemany(
+            sql, [[stamp(v) if isinstance(v, datetime) else v for v in row] for row in rows]
+        )
 
 
 class SqliteConnection:
