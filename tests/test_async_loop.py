@@ -21,17 +21,16 @@ from agentloop import (
 )
 from agentloop.testing import ScriptedModel, text_reply, tool_call, tool_reply
 from sessions import Lease, NewMessage, Session, SqliteSessionStore, StoredMessage
+from sessions._sql_store import SqlSessionStore
 
 
-class RecordingStore(SqliteSessionStore):
-    """A real SQLite store that notes the thread of every write."""
+class WriteRecorder(SqlSessionStore):
+    """Mixed in before a real store class: notes the thread of every write (kind, thread id)."""
 
-    def __init__(self, path: Path) -> None:
-        super().__init__(path)
-        self.write_threads: list[tuple[str, int]] = []
+    write_threads: list[tuple[str, int]]
 
     def create_session(self, **options: Any) -> Session:
-        self.write_threads.append(("create", threading.get_ident()))
+        self._note("create")
         return super().create_session(**options)
 
     def append_messages(
@@ -41,12 +40,19 @@ class RecordingStore(SqliteSessionStore):
         *,
         lease: Lease | None = None,
     ) -> list[StoredMessage]:
-        self.write_threads.append(("append", threading.get_ident()))
+        self._note("append")
         return super().append_messages(session_id, messages, lease=lease)
 
     def transition(self, parent_id: str, **options: Any) -> Session:
-        self.write_threads.append(("transition", threading.get_ident()))
+        self._note("transition")
         return super().transition(parent_id, **options)
+
+    def _note(self, kind: str) -> None:
+        self.__dict__.setdefault("write_threads", []).append((kind, threading.get_ident()))
+
+
+class RecordingStore(WriteRecorder, SqliteSessionStore):
+    """A real SQLite store that notes the thread of every write."""
 
 
 def test_arun_turn_runs_blocking_work_off_the_event_loop(tmp_path: Path) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -17,32 +17,15 @@ from store_contract import (
     postgres_url,
     with_schema,
 )
+from test_async_loop import WriteRecorder
 
 from agentloop import AgentLoop
 from agentloop.testing import ScriptedModel, text_reply
-from sessions import Lease, NewMessage, PostgresSessionStore, Session, StoredMessage
+from sessions import PostgresSessionStore, Session
 
 
-class RecordingStore(PostgresSessionStore):
+class RecordingStore(WriteRecorder, PostgresSessionStore):
     """A real PostgreSQL store that notes the thread of every write."""
-
-    def __init__(self, url: str) -> None:
-        super().__init__(url)
-        self.write_threads: list[int] = []
-
-    def create_session(self, **options: Any) -> Session:
-        self.write_threads.append(threading.get_ident())
-        return super().create_session(**options)
-
-    def append_messages(
-        self,
-        session_id: str,
-        messages: Sequence[NewMessage | Mapping[str, Any]],
-        *,
-        lease: Lease | None = None,
-    ) -> list[StoredMessage]:
-        self.write_threads.append(threading.get_ident())
-        return super().append_messages(session_id, messages, lease=lease)
 
 
 @pytest.fixture
@@ -100,7 +83,7 @@ def test_arun_turn_awaits_postgresql_on_the_event_loop(schema_url: tuple[str, st
     loop_thread, texts, _polls = asyncio.run(main())
 
     assert texts == ["second"]
-    assert store.write_threads and set(store.write_threads) == {loop_thread}
+    assert store.write_threads and {t for _, t in store.write_threads} == {loop_thread}
     stored = store.get_messages(loop.session_id)
     assert [m.role for m in stored] == ["user", "assistant", "user", "assistant"]
     store.close()
