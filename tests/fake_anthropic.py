@@ -8,69 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import fake_api as _package
 import pytest
-from fake_api import (
-    ANTHROPIC_VERSION,
-    DEFAULT_MODELS,
-    IMAGE_TOKEN_CAP,
-    PDF_PAGE_TOKENS,
-    TEST_API_KEY,
-    ErrorReply,
-    FakeAnthropicServer,
-    Handler,
-    ImageInfo,
-    MediaPrices,
-    ModelSpec,
-    RecordedRequest,
-    Reply,
-    ReplySpec,
-    ToolCall,
-    api_error,
-    check_request,
-    image_tokens,
-    invalid_request,
-    overloaded,
-    pdf_pages,
-    prompt_too_long,
-    rate_limited,
-    sniff_image,
-    text_reply,
-    text_tokens,
-    tool_reply,
-    unauthorized,
-)
+from fake_api import *  # noqa: F403  (the package's whole public API, under this name too)
+from fake_api import FakeAnthropicServer
 
-__all__ = [
-    "ANTHROPIC_VERSION",
-    "DEFAULT_MODELS",
-    "IMAGE_TOKEN_CAP",
-    "PDF_PAGE_TOKENS",
-    "TEST_API_KEY",
-    "ErrorReply",
-    "FakeAnthropicServer",
-    "Handler",
-    "ImageInfo",
-    "MediaPrices",
-    "ModelSpec",
-    "RecordedRequest",
-    "Reply",
-    "ReplySpec",
-    "ToolCall",
-    "api_error",
-    "check_request",
-    "fake_api",
-    "image_tokens",
-    "invalid_request",
-    "overloaded",
-    "pdf_pages",
-    "prompt_too_long",
-    "rate_limited",
-    "sniff_image",
-    "text_reply",
-    "text_tokens",
-    "tool_reply",
-    "unauthorized",
-]
+__all__ = [*_package.__all__, "fake_api"]
 
 
 @pytest.fixture
