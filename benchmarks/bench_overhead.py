@@ -59,7 +59,7 @@ from agentloop._core.settings import StrategyName
 from agentloop.testing import FunctionModel
 
 TARGET_MS = 10.0
-STRATEGIES: tuple[StrategyName, ...] = ("auto", "summarize", "sliding_window", "prune")
+STRATEGIES = bench_support.STRATEGIES
 
 
 @dataclass

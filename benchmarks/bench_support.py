@@ -32,8 +32,11 @@ from transcripts import Transcript  # noqa: E402
 from agentloop import Message, TokenEstimator, Usage, as_messages, to_params  # noqa: E402
 from agentloop._core.messages import ContentBlock  # noqa: E402
 from agentloop._core.model import ModelRequest, ModelResponse, TextCallback  # noqa: E402
+from agentloop._core.settings import StrategyName  # noqa: E402
 
 MODEL = "claude-sonnet-4-5"
+STRATEGIES: tuple[StrategyName, ...] = ("auto", "summarize", "sliding_window", "prune")
+"""The strategies that compact locally (what the compaction benchmarks compare)."""
 WINDOW_200K = 200_000
 TRIGGER_FILL = 0.88
 """Histories for the compaction tables are grown to this fraction of the window as the test

@@ -57,7 +57,7 @@ from agentloop import (
 from agentloop._core.settings import StrategyName
 from agentloop._loop.drive import drive
 
-STRATEGIES: tuple[StrategyName, ...] = ("auto", "summarize", "sliding_window", "prune")
+STRATEGIES = bench_support.STRATEGIES
 MODES = ("API count", "estimate, calibrated", "estimate, library default")
 TARGET_NOTICE = 0.10
 """The notice's "after" figure is within 10 % of what the API counts next (issue 8)."""
