@@ -23,6 +23,7 @@ __all__ = [
     "Reply",
     "ScriptedModel",
     "scripted_summary",
+    "summary_input",
     "text_reply",
     "tool_call",
     "tool_reply",
@@ -120,9 +121,36 @@ class _RecordingModel:
         return int(self._estimator.count_message(message))
 
 
+def summary_input(request: ModelRequest) -> str:
+    """What a summary request shows the summarizer, as one text: a request that continues the
+    conversation, its messages rendered as a transcript (tool inputs and outputs whole), then the
+    instruction; a transcript request, its prompt (which holds the rendered transcript)."""
+    if not request.metadata.get("continues"):
+        return request.messages[-1].text if request.messages else ""
+    from agentloop._core.summary import SUMMARY_REQUEST_OPENING, render_message
+
+    messages = list(request.messages)
+    last = messages[-1]
+    kept = tuple(
+        b for b in last.content if not str(b.get("text", "")).startswith(SUMMARY_REQUEST_OPENING)
+    )
+    instruction = "\n".join(
+        str(b["text"]) for b in last.content if b not in kept and b.get("type") == "text"
+    )
+    messages[-1] = Message(last.role, kept)
+    parts: list[str] = []
+    if messages[0].summary is not None:
+        parts.append(f"<summary-so-far>\n{messages[0].summary.text}\n</summary-so-far>")
+        messages = messages[1:]
+    rendered = [render_message(m, tool_output_chars=10**9) for m in messages if m.content]
+    parts.append("<conversation>\n" + "\n\n".join(rendered) + "\n</conversation>")
+    parts.append(instruction)
+    return "\n\n".join(parts)
+
+
 def scripted_summary(request: ModelRequest) -> str:
     """A deterministic stand-in for a model summary: the requests, tool calls and errors seen."""
-    text = request.messages[-1].text if request.messages else ""
+    text = summary_input(request)
     previous = ""
     if "<summary-so-far>" in text:
         previous = text.split("<summary-so-far>", 1)[1].split("</summary-so-far>", 1)[0].strip()

@@ -29,6 +29,7 @@ from agentloop._core.model import ModelRequest, ModelResponse, TextCallback
 from agentloop._core.results import CompactionOutcome
 from agentloop._loop.compacter import ConversationCompacter
 from agentloop._loop.drive import drive
+from agentloop.testing import summary_input
 
 WORDS = (
     "parse", "config", "retry", "cache", "token", "window", "session", "schema", "router",
@@ -81,7 +82,7 @@ class StubSummarizer:
 
     def complete(self, request: ModelRequest, on_text: TextCallback | None = None) -> ModelResponse:
         self.calls += 1
-        prompt = request.messages[-1].text
+        prompt = summary_input(request)
         text = f"## Goal\nsummary #{self.calls} of {len(prompt)} characters"
         return ModelResponse(content=({"type": "text", "text": text},), usage=Usage(10, 10))
 

@@ -21,7 +21,14 @@ from agentloop import (
 )
 from agentloop._agent.agent import CodingAgent
 from agentloop._agent.shell import never_allow
-from agentloop.testing import FunctionModel, ScriptedModel, text_reply, tool_call, tool_reply
+from agentloop.testing import (
+    FunctionModel,
+    ScriptedModel,
+    summary_input,
+    text_reply,
+    tool_call,
+    tool_reply,
+)
 from sessions import SqliteSessionStore, open_store
 
 MODEL = "claude-sonnet-5-5"
@@ -112,7 +119,7 @@ def test_the_summarizer_reads_pinned_messages(tmp_path: Path) -> None:
     seen: list[str] = []
 
     def summarize(request: ModelRequest) -> str:
-        seen.append(request.messages[-1].text)
+        seen.append(summary_input(request))
         return "## Goal\nkeep going"
 
     compacter = ConversationCompacter(

@@ -95,7 +95,13 @@ def test_complete_sends_cached_system_and_maps_the_reply(server: FakeAnthropicSe
 def test_empty_system_and_tools_are_omitted() -> None:
     kwargs = build_request_kwargs(ModelRequest(model=MODEL, messages=[Message.user("hi")]))
     assert set(kwargs) == {"model", "max_tokens", "messages"}
-    assert kwargs["messages"] == [{"role": "user", "content": [{"type": "text", "text": "hi"}]}]
+    # The newest message is the cache breakpoint the next request reads.
+    assert kwargs["messages"] == [
+        {
+            "role": "user",
+            "content": [{"type": "text", "text": "hi", "cache_control": {"type": "ephemeral"}}],
+        }
+    ]
 
 
 def test_streaming_passes_each_text_delta(server: FakeAnthropicServer) -> None:
@@ -169,7 +175,7 @@ def test_usage_with_cache_numbers(server: FakeAnthropicServer) -> None:
 
 
 def test_prompt_caching_of_the_system_prompt_is_reported(server: FakeAnthropicServer) -> None:
-    server.prompt_caching = True
+    server.cache_min_tokens = 1  # the system prompt here is shorter than the API's minimum
     server.enqueue(text_reply("a"), text_reply("b"))
     model = _model(server)
     first = model.complete(_request())

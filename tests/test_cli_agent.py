@@ -21,7 +21,7 @@ from fake_anthropic import (
     tool_reply,
     unauthorized,
 )
-from test_loop import PREFIX_START, SUMMARY, filler, first_text, request_text
+from test_loop import PREFIX_START, SUMMARY, filler, first_text, request_text, unmarked
 
 from sessions import SessionStore
 
@@ -281,7 +281,7 @@ def test_resume_of_a_compacted_parent_continues_at_the_newest_child(cli: CLI) ->
         assert store.get_session(parent).message_count == parent_before
         assert store.get_session(child).message_count == child_before + 2
         stored = store.get_messages(child)
-        assert [m.to_param() for m in stored[:-1]] == request["messages"]
+        assert [m.to_param() for m in stored[:-1]] == unmarked(request["messages"])
         assert stored[-1].content[0]["text"] == "resumed"
 
 

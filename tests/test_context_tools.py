@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from agentloop import AgentLoop, CompactionSettings, ConversationCompacter, ModelRequest
-from agentloop.testing import ScriptedModel, text_reply, tool_call, tool_reply
+from agentloop.testing import ScriptedModel, summary_input, text_reply, tool_call, tool_reply
 
 FACTS = "\n".join(f"fact {n}: the parser handles case {n}" for n in range(60))
 
@@ -13,7 +13,7 @@ def make(enabled: bool = True, *, context_tools: bool = True) -> tuple[AgentLoop
     summaries: list[str] = []
 
     def summarize(request: ModelRequest) -> str:
-        summaries.append(request.messages[-1].text)
+        summaries.append(summary_input(request))
         return "## Goal\nkeep the parser facts"
 
     model = ScriptedModel([], summarizer=summarize)

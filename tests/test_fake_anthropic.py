@@ -237,8 +237,8 @@ def test_scripted_cache_numbers_are_carved_out_of_input(server: FakeAnthropicSer
     assert counted > 5 and usage.input_tokens == counted - 5
 
 
-def test_automatic_prompt_caching_of_a_marked_system(server: FakeAnthropicServer) -> None:
-    server.prompt_caching = True
+def test_prompt_caching_of_a_marked_system(server: FakeAnthropicServer) -> None:
+    server.cache_min_tokens = 1  # a short system prompt (fake_api.cache's own tests: the minimum)
     system: Any = [
         {
             "type": "text",

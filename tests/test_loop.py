@@ -41,7 +41,7 @@ from agentloop import (
 )
 from agentloop._adapters.store import from_record
 from agentloop._core.context import CompactionDecision
-from agentloop._core.summary import SUMMARIZER_SYSTEM
+from agentloop._core.summary import SUMMARIZER_SYSTEM, SUMMARY_REQUEST_OPENING
 from sessions import SqliteSessionStore, open_store
 
 MODEL = "claude-sonnet-4-6"
@@ -86,7 +86,25 @@ def system_text(body: Mapping[str, Any]) -> str:
 
 
 def is_summary_request(body: Mapping[str, Any]) -> bool:
-    return system_text(body) == SUMMARIZER_SYSTEM
+    """A summary request: one that continues the conversation (its last user message ends with
+    the compaction instruction) or one over a rendered transcript (the summarizer's system)."""
+    if system_text(body) == SUMMARIZER_SYSTEM:
+        return True
+    messages = body.get("messages") or []
+    content = messages[-1].get("content") if messages else None
+    last = content[-1] if isinstance(content, list) and content else None
+    text = last.get("text") if isinstance(last, dict) else content
+    return isinstance(text, str) and text.startswith(SUMMARY_REQUEST_OPENING)
+
+
+def unmarked(value: Any) -> Any:
+    """``value`` (a request body or part of one) without its prompt-cache markers: what the
+    conversation holds, to compare with what is stored."""
+    if isinstance(value, dict):
+        return {key: unmarked(item) for key, item in value.items() if key != "cache_control"}
+    if isinstance(value, list):
+        return [unmarked(item) for item in value]
+    return value
 
 
 def first_text(body: Mapping[str, Any]) -> str:

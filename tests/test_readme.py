@@ -32,3 +32,6 @@ def test_the_library_snippet_runs_and_compacts(tmp_path: Path) -> None:
     assert re.fullmatch(r"24 → \d+ messages, [\d,]+ → [\d,]+ tokens \(estimated\)\n", outputs[0]), (
         outputs[0]
     )
+    # The prompt-cache snippet marks the system prompt and the newest message.
+    (marked,) = [out for out in outputs if out.startswith("breakpoint:")]
+    assert marked == "breakpoint: system 0\nbreakpoint: messages 2\n"

@@ -210,7 +210,11 @@ def test_header_sniffing_of_other_formats() -> None:
 @pytest.mark.parametrize("name", ["coding", "media", "research"])
 @pytest.mark.parametrize(
     "options",
-    [{}, {"message_overhead": 40, "token_factor": 1.3}, {"prompt_caching": True}],
+    [
+        {"prompt_caching": False},
+        {"message_overhead": 40, "token_factor": 1.3},
+        {"prompt_caching": True, "cache_min_tokens": 1},  # a system shorter than the minimum
+    ],
     ids=["plain", "overhead-and-factor", "caching"],
 )
 def test_count_tokens_equals_what_messages_reports(name: str, options: dict[str, Any]) -> None:

@@ -9,25 +9,31 @@ conversion core (:func:`build_request_kwargs`, :func:`response_from_message`,
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import threading
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from agentloop._adapters.anthropic_errors import (
+    broken_reply,
+    model_error_from,
+    one_line,
+    refused_compaction,
+    sdk_errors,
+    translated,
+)
+from agentloop._core.cache import CacheMode, with_cache_breakpoints
 from agentloop._core.messages import ContentBlock, Message, Usage, has_compaction, to_params
 from agentloop._core.model import (
     IterationUsage,
     ModelRequest,
     ModelResponse,
     ServerCompaction,
-    ServerCompactionUnsupported,
     TextCallback,
 )
 from agentloop._errors import (
     ConfigurationError,
     IncompleteReplyError,
     ModelError,
-    PromptTooLongError,
 )
 
 if TYPE_CHECKING:
@@ -60,24 +66,26 @@ COMPACT_BETA = "compact-2026-01-12"
 """The beta of server-side compaction (the ``compact_20260112`` context edit)."""
 COMPACT_EDIT = "compact_20260112"
 # Words of a 400 that refuses the beta or the edit (a model or endpoint without compaction).
-_REFUSED_COMPACTION = ("compact", "context_management", "context management", "anthropic-beta")
 
-_MAX_DETAIL = 300
-_NO_KEY = "no API key: set ANTHROPIC_API_KEY (or pass api_key=)"
 _MODELS_API_RETRIES = 1
 _MODELS_API_TIMEOUT = 15.0
+STREAM_TIMEOUT = 90.0
+"""Seconds a streamed reply may send nothing before it counts as stalled (a read timeout per
+chunk; the API sends ``ping`` events while it works)."""
 
 
 # ---------------------------------------------------------------------------------------------
 # The shared conversion core
 
 
-def build_request_kwargs(request: ModelRequest) -> dict[str, Any]:
+def build_request_kwargs(
+    request: ModelRequest, *, cache: CacheMode = "conversation"
+) -> dict[str, Any]:
     """The keyword arguments for ``messages.create`` / ``messages.stream``.
 
-    The system prompt goes as one text block marked ``cache_control: ephemeral``: it is byte-stable
-    across turns, so the tools and system prefix is served from the prompt cache. ``metadata`` is
-    for test doubles and is never sent.
+    Prompt-cache breakpoints follow the conversation (``_core/cache.py``): the tools and system
+    prefix, the newest message, and the previous request's end where a long tool round would
+    put it out of the cache's reach. ``metadata`` is for test doubles and is never sent.
     """
     kwargs: dict[str, Any] = {
         "model": request.model,
@@ -85,11 +93,15 @@ def build_request_kwargs(request: ModelRequest) -> dict[str, Any]:
         "messages": to_params(request.messages),
     }
     if request.system.strip():
-        kwargs["system"] = [
-            {"type": "text", "text": request.system, "cache_control": {"type": "ephemeral"}}
-        ]
+        kwargs["system"] = [{"type": "text", "text": request.system}]
     if request.tools:
         kwargs["tools"] = [dict(tool) for tool in request.tools]
+    kwargs = with_cache_breakpoints(
+        kwargs,
+        mode=cache,
+        mark_newest=request.cache_newest,
+        prefix_message=bool(request.messages) and request.messages[0].summary is not None,
+    )
     edit = request.server_compaction
     if edit is not None:
         kwargs["context_management"] = {"edits": [_edit_param(edit)]}
@@ -148,110 +160,6 @@ def _block_dict(block: Any) -> ContentBlock:
     return kept
 
 
-def model_error_from(
-    error: BaseException, *, base_url: str | None = None, retries: int | None = None
-) -> ModelError | None:
-    """The one-line :class:`ModelError` for an SDK error (None when ``error`` is not one).
-
-    ``retries`` is how many retries the SDK made before giving up (its ``max_retries``), quoted
-    for the statuses it retries.
-    """
-    import anthropic
-
-    if isinstance(error, anthropic.APIStatusError):
-        return _status_error(error, retries)
-    if isinstance(error, anthropic.APITimeoutError):
-        where = f" at {base_url}" if base_url else ""
-        return ModelError(f"could not reach the API{where}: the request timed out{_after(retries)}")
-    if isinstance(error, anthropic.APIConnectionError):
-        where = f" at {base_url}" if base_url else ""
-        return ModelError(f"could not reach the API{where}: {_detail(error)}")
-    if isinstance(error, anthropic.APIError):
-        return ModelError(f"the API call failed: {_one_line(error.message)}")
-    if isinstance(error, anthropic.AnthropicError):  # e.g. an unreadable credentials file
-        return ModelError(f"the anthropic client failed: {_one_line(str(error))}")
-    if isinstance(error, TypeError) and "Could not resolve authentication method" in str(error):
-        # The SDK's way of saying that no key was found anywhere (a TypeError at request time).
-        return ModelError(_NO_KEY)
-    return None
-
-
-def _status_error(error: anthropic.APIStatusError, retries: int | None) -> ModelError:
-    status = error.status_code
-    message = _api_message(error)
-    kind = _api_error_type(error)
-    if status == 400 and _says_prompt_too_long(error, message):
-        return PromptTooLongError(message, status_code=status)
-    if status == 401:
-        return ModelError("authentication failed: check ANTHROPIC_API_KEY", status_code=status)
-    if status == 403:
-        text = f"permission denied (403): {message}"
-    elif status == 404:
-        text = f"not found (404): {message}"
-    elif status == 529 or kind == "overloaded_error":
-        text = f"the API is overloaded ({status}){_after(retries)}; try again in a moment"
-    elif status == 429:
-        text = f"rate limited by the API (429){_after(retries)}: {message}"
-    elif status >= 500:
-        text = f"the API failed with a server error ({status}){_after(retries)}: {message}"
-    else:
-        label = f"{status} {kind}" if kind else str(status)
-        text = f"the API refused the request ({label}): {message}"
-    return ModelError(text, status_code=status)
-
-
-def _says_prompt_too_long(error: anthropic.APIStatusError, message: str) -> bool:
-    lowered = message.lower()
-    # The second form is the API's answer when input + max_tokens exceed the window: the cure,
-    # compaction, is the same.
-    return (
-        "prompt is too long" in lowered
-        or "exceed context limit" in lowered
-        or getattr(error, "error_code", None) == "prompt_too_long"
-    )
-
-
-def _api_message(error: anthropic.APIStatusError) -> str:
-    message = getattr(error, "api_message", None)  # newer SDKs parse it for us
-    if not isinstance(message, str) or not message:
-        body = error.body
-        inner = body.get("error") if isinstance(body, dict) else None
-        message = inner.get("message") if isinstance(inner, dict) else None
-    if not isinstance(message, str) or not message:
-        message = error.message
-    return _one_line(message)
-
-
-def _api_error_type(error: anthropic.APIStatusError) -> str | None:
-    kind = getattr(error, "type", None)
-    if isinstance(kind, str) and kind:
-        return kind
-    body = error.body
-    inner = body.get("error") if isinstance(body, dict) else None
-    kind = inner.get("type") if isinstance(inner, dict) else None
-    return kind if isinstance(kind, str) else None
-
-
-def _detail(error: anthropic.APIError) -> str:
-    # The SDK's message ("Connection error.") hides the cause; the cause says what happened.
-    cause = error.__cause__ or error.__context__
-    parts = [error.message.rstrip(".")]
-    if cause is not None and str(cause):
-        parts.append(str(cause))
-    return _one_line(" (".join(parts) + (")" if len(parts) > 1 else ""))
-
-
-def _after(retries: int | None) -> str:
-    if not retries:
-        return ""
-    return f" after {retries} {'retry' if retries == 1 else 'retries'}"
-
-
-def _one_line(text: str) -> str:
-    line = " ".join(str(text).split())
-    return line if len(line) <= _MAX_DETAIL else line[: _MAX_DETAIL - 1] + "…"
-
-
 # ---------------------------------------------------------------------------------------------
 # The model
 
@@ -308,6 +216,14 @@ class AnthropicModel:
     :class:`PromptTooLongError`) with a one-line message. ``on_retry(attempt, max_retries,
     reason)`` is called as each of the SDK's retries starts (clients created from settings), so
     a user is not left in silence while a refused connection is retried.
+
+    A streamed reply that stalls (nothing arrives for ``stream_timeout`` seconds: a read
+    timeout per chunk), breaks off, carries an ``error`` event or a malformed event raises
+    :class:`IncompleteReplyError`: the loop withdraws what was shown and asks once more.
+
+    ``prompt_cache`` says where requests carry cache breakpoints: ``conversation`` (the
+    default: tools, system and the conversation, see ``_core/cache.py``), ``system`` (tools and
+    system only) or ``off``.
     """
 
     def __init__(
@@ -320,11 +236,21 @@ class AnthropicModel:
         timeout: float | None = None,
         async_client: anthropic.AsyncAnthropic | None = None,
         on_retry: RetryCallback | None = None,
+        prompt_cache: CacheMode = "conversation",
+        stream_timeout: float = STREAM_TIMEOUT,
     ) -> None:
+        if prompt_cache not in ("conversation", "system", "off"):
+            raise ConfigurationError(
+                f"prompt_cache must be 'conversation', 'system' or 'off', not {prompt_cache!r}"
+            )
+        self.prompt_cache: CacheMode = prompt_cache
         if max_retries is not None and max_retries < 0:
             raise ConfigurationError(f"max_retries must be 0 or more, not {max_retries}")
         if timeout is not None and timeout <= 0:
             raise ConfigurationError(f"timeout must be positive, not {timeout}")
+        if not stream_timeout > 0:
+            raise ConfigurationError(f"stream_timeout must be positive, not {stream_timeout}")
+        self.stream_timeout = float(stream_timeout)
         self._settings: dict[str, Any] = {
             key: value
             for key, value in {
@@ -386,18 +312,15 @@ class AnthropicModel:
     def complete(self, request: ModelRequest, on_text: TextCallback | None = None) -> ModelResponse:
         """Send the request; with ``on_text``, stream and pass each text delta to it."""
         client = self._sync()
-        kwargs = build_request_kwargs(request)
+        kwargs = build_request_kwargs(request, cache=self.prompt_cache)
         api = _messages_api(client, kwargs)
-        with _refused_compaction(request), _sdk_errors(client):
+        with refused_compaction(request), sdk_errors(client):
             if on_text is None:
                 message = api.create(**kwargs)
             else:
-                with api.stream(**kwargs) as stream:
-                    stopped = False
-                    for event in stream:
-                        stopped = _passed_on(event, on_text) or stopped
-                    _require_stop(stopped)
-                    message = stream.current_message_snapshot
+                stall = _stall_timeout(client, self.stream_timeout)
+                with api.stream(**kwargs, timeout=stall) as stream:
+                    return _read_stream(stream, on_text, stall)
         return response_from_message(message)
 
     async def acomplete(
@@ -407,25 +330,22 @@ class AnthropicModel:
         client = self._async()
         if client is None:  # only a sync client was given
             return await asyncio.to_thread(self.complete, request, on_text)
-        kwargs = build_request_kwargs(request)
+        kwargs = build_request_kwargs(request, cache=self.prompt_cache)
         api = _messages_api(client, kwargs)
-        with _refused_compaction(request), _sdk_errors(client):
+        with refused_compaction(request), sdk_errors(client):
             if on_text is None:
                 message = await api.create(**kwargs)
             else:
-                async with api.stream(**kwargs) as stream:
-                    stopped = False
-                    async for event in stream:
-                        stopped = _passed_on(event, on_text) or stopped
-                    _require_stop(stopped)
-                    message = stream.current_message_snapshot
+                stall = _stall_timeout(client, self.stream_timeout)
+                async with api.stream(**kwargs, timeout=stall) as stream:
+                    return await _aread_stream(stream, on_text, stall)
         return response_from_message(message)
 
     def count_tokens(self, request: ModelRequest) -> int:
         """The input tokens the API counts for ``request`` (``messages.count_tokens``, free)."""
         client = self._sync()
-        kwargs = _count_kwargs(request)
-        with _sdk_errors(client):
+        kwargs = _count_kwargs(request, self.prompt_cache)
+        with sdk_errors(client):
             counted = _messages_api(client, kwargs).count_tokens(**kwargs)
         return int(counted.input_tokens)
 
@@ -434,8 +354,8 @@ class AnthropicModel:
         client = self._async()
         if client is None:
             return await asyncio.to_thread(self.count_tokens, request)
-        kwargs = _count_kwargs(request)
-        with _sdk_errors(client):
+        kwargs = _count_kwargs(request, self.prompt_cache)
+        with sdk_errors(client):
             counted = await _messages_api(client, kwargs).count_tokens(**kwargs)
         return int(counted.input_tokens)
 
@@ -446,51 +366,49 @@ def _messages_api(client: anthropic.Anthropic | anthropic.AsyncAnthropic, kwargs
     return client.beta.messages if "betas" in kwargs else client.messages
 
 
-@contextlib.contextmanager
-def _refused_compaction(request: ModelRequest) -> Iterator[None]:
-    """A 400 that refuses the compaction beta or edit as :class:`ServerCompactionUnsupported`
-    (the loop then compacts locally)."""
-    try:
-        yield
-    except ModelError as error:
-        refused = (
-            request.server_compaction is not None
-            and error.status_code == 400
-            and not isinstance(error, PromptTooLongError)
-            and any(word in str(error).lower() for word in _REFUSED_COMPACTION)
-        )
-        if not refused:
-            raise
-        raise ServerCompactionUnsupported(str(error), status_code=400) from error
-
-
-@contextlib.contextmanager
-def _sdk_errors(client: anthropic.Anthropic | anthropic.AsyncAnthropic) -> Iterator[None]:
-    """SDK errors (after its own retries) and transport errors as one-line
-    :class:`ModelError`; other exceptions pass."""
+def _stall_timeout(client: anthropic.Anthropic | anthropic.AsyncAnthropic, stall: float) -> Any:
+    """The client's timeout with its read timeout (the longest wait for the next chunk of a
+    stream) at most ``stall`` seconds: a stalled stream is noticed in a bounded time."""
     import anthropic
 
-    try:
-        yield
-    except (anthropic.AnthropicError, TypeError) as error:
-        mapped = _translated(error, client)
-        if mapped is None:
-            raise
-        raise mapped from error
-    except Exception as error:
-        if not _is_transport_error(error):
-            raise
-        # The SDK wraps what fails before a reply starts; a stream that breaks midway comes
-        # up raw from the HTTP layer ("peer closed connection ... incomplete chunked read").
-        detail = _one_line(str(error) or type(error).__name__)
-        raise IncompleteReplyError(
-            f"the connection to the API broke off mid-reply ({detail})"
-        ) from error
+    base = client.timeout
+    if isinstance(base, anthropic.Timeout):
+        read = stall if base.read is None else min(base.read, stall)
+        return anthropic.Timeout(connect=base.connect, read=read, write=base.write, pool=base.pool)
+    if isinstance(base, int | float):
+        return anthropic.Timeout(float(base), read=min(float(base), stall))
+    return anthropic.Timeout(None, read=stall)
 
 
-def _is_transport_error(error: BaseException) -> bool:
-    module = type(error).__module__.split(".")[0]
-    return module in ("httpx", "httpx2", "httpcore", "h11") or isinstance(error, OSError)
+def _read_stream(stream: Any, on_text: TextCallback, stall: Any) -> ModelResponse:
+    """Read a streamed reply to its end, each text delta handed to ``on_text`` (outside the
+    error mapping: what the callback raises stays its own)."""
+    events = iter(stream)
+    stopped = False
+    while True:
+        with broken_reply(stall):
+            event = next(events, None)
+        if event is None:
+            break
+        stopped = _passed_on(event, on_text) or stopped
+    _require_stop(stopped)
+    with broken_reply(stall):
+        return response_from_message(stream.current_message_snapshot)
+
+
+async def _aread_stream(stream: Any, on_text: TextCallback, stall: Any) -> ModelResponse:
+    """The async form of :func:`_read_stream`."""
+    events = stream.__aiter__()
+    stopped = False
+    while True:
+        with broken_reply(stall):
+            event = await anext(events, None)
+        if event is None:
+            break
+        stopped = _passed_on(event, on_text) or stopped
+    _require_stop(stopped)
+    with broken_reply(stall):
+        return response_from_message(stream.current_message_snapshot)
 
 
 def _passed_on(event: Any, on_text: TextCallback) -> bool:
@@ -500,9 +418,9 @@ def _passed_on(event: Any, on_text: TextCallback) -> bool:
     return bool(event.type == "message_stop")
 
 
-def _count_kwargs(request: ModelRequest) -> dict[str, Any]:
+def _count_kwargs(request: ModelRequest, cache: CacheMode) -> dict[str, Any]:
     """``messages.count_tokens`` takes what ``create`` takes, less the reply size."""
-    kwargs = build_request_kwargs(request)
+    kwargs = build_request_kwargs(request, cache=cache)
     kwargs.pop("max_tokens")
     return kwargs
 
@@ -514,13 +432,6 @@ def _require_stop(stopped: bool) -> None:
         raise IncompleteReplyError(
             "the API's reply broke off before its end (the stream closed without message_stop)"
         )
-
-
-def _translated(
-    error: BaseException, client: anthropic.Anthropic | anthropic.AsyncAnthropic
-) -> ModelError | None:
-    """The ModelError for what a call raised; None for an error that is not the SDK's."""
-    return model_error_from(error, base_url=str(client.base_url), retries=client.max_retries)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -555,7 +466,7 @@ def fetch_model_limits(
             client = anthropic.Anthropic(**settings)
         except anthropic.AnthropicError as error:  # e.g. an unreadable credentials file
             raise ModelError(
-                f"could not ask the Models API about {model}: {_one_line(str(error))}"
+                f"could not ask the Models API about {model}: {one_line(str(error))}"
             ) from error
     try:
         info = client.models.retrieve(model)
@@ -564,7 +475,7 @@ def fetch_model_limits(
             f"the Models API does not know the model {model!r}", status_code=404
         ) from error
     except (anthropic.AnthropicError, TypeError) as error:
-        mapped = _translated(error, client)
+        mapped = translated(error, client)
         if mapped is None:
             raise
         raise ModelError(

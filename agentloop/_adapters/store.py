@@ -6,7 +6,24 @@ from typing import Any
 
 from agentloop._core.effects import AppendMessages, CreateSession, SaveTransition
 from agentloop._core.messages import Message, MessageParam, SummaryInfo, Usage
+from agentloop._core.results import CompactionSummary
 from sessions import Lease, NewMessage, SessionStore, StoredMessage
+
+SUMMARY_USAGE = "compaction_usage"
+"""The child session's metadata key for what the summary requests of the compaction that made
+it used (every transition sets it, so a child never inherits its parent's)."""
+
+
+def summary_usage_metadata(summary: CompactionSummary) -> dict[str, Any]:
+    """What a transition records about its summary requests, for the child's metadata."""
+    return {
+        SUMMARY_USAGE: {
+            **summary.summary_usage.to_dict(),
+            "calls": summary.summary_calls,
+            "model": summary.summary_model or summary.model,
+            "continued": summary.summary_continued,
+        }
+    }
 
 
 def _summary_to_dict(info: SummaryInfo) -> dict[str, Any]:
@@ -112,6 +129,7 @@ def perform_store_effect(
             tokens_before=summary.tokens_before,
             tokens_after=summary.tokens_after,
             summary=summary.summary,
+            metadata=summary_usage_metadata(summary),
             child_id=transition.new_session_id,
             lease=lease,  # the same lease holds the child from now on
         )
@@ -129,7 +147,8 @@ def fork_session(store: SessionStore, session_id: str) -> str:
         workspace=source.workspace,
         title=source.title,
         parent_id=source.id,
-        metadata=source.metadata,
+        # What the source's own compaction cost is billed to the source, not again to its fork.
+        metadata={k: v for k, v in source.metadata.items() if k != SUMMARY_USAGE},
     )
     store.append_messages(fork.id, [message.to_new() for message in messages])
     return fork.id

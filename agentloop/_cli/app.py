@@ -69,6 +69,8 @@ class AgentOptions:
     """A file of standing instructions for every summary (``--compaction-instructions``)."""
     strategy: StrategyName = "auto"
     """How to compact (``--compaction-strategy``); ``server`` lets the API do it."""
+    compaction_model: str | None = None
+    """Another model for summaries (``--compaction-model``); None: the conversation's."""
 
 
 def _no_key_message() -> str:
@@ -278,6 +280,7 @@ def _build_agent(
             threshold=options.threshold,
             strategy=options.strategy,
             standing_instructions=summary_instructions(options, workspace),
+            summary_model=options.compaction_model,
         ),
         approve=approve,
         events=ui,

@@ -12,6 +12,7 @@ demo (:mod:`agentloop._cli.demo`). None of them imports this module back.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -201,6 +202,13 @@ def add_agent_options(parser: argparse.ArgumentParser) -> None:
         "sliding_window, prune, server (the API compacts at the trigger), none",
     )
     parser.add_argument(
+        "--compaction-model",
+        default=None,
+        metavar="MODEL",
+        help="write summaries with another model (default: $AGENTLOOP_COMPACTION_MODEL, else the "
+        "conversation's; another model cannot read the conversation's prompt cache)",
+    )
+    parser.add_argument(
         "--context-window", type=_window, default=None, metavar="N", help="override the window"
     )
 
@@ -267,6 +275,9 @@ def agent_options(args: argparse.Namespace) -> AgentOptions:
         fork_session=args.fork_session,
         compaction_instructions=args.compaction_instructions,
         strategy=args.compaction_strategy,
+        compaction_model=args.compaction_model
+        or os.environ.get("AGENTLOOP_COMPACTION_MODEL")
+        or None,
     )
 
 

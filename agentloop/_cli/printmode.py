@@ -12,6 +12,7 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal, TextIO
 
+from agentloop._cli.costs import configured_prices
 from agentloop._cli.ui import TerminalUI
 from agentloop._errors import AgentloopError
 
@@ -114,6 +115,10 @@ def result_json(
 ) -> dict[str, Any]:
     """The object ``--output-format json`` prints (and ``stream-json`` ends with)."""
     decision = agent.loop.context()
+    cost: dict[str, Any] | None = None
+    reports = agent.cost(configured_prices()) if kept else None
+    if reports is not None:
+        cost = {"session": reports[0].to_dict(), "conversation": reports[1].to_dict()}
     return {
         "type": "result",
         "is_error": error is not None,
@@ -124,6 +129,7 @@ def result_json(
         "tool_calls": result.tool_calls if result is not None else 0,
         "usage": _usage(ui),
         "compactions": [compaction_json(t) for t in (result.transitions if result else [])],
+        "cost": cost,
         "context": None
         if decision is None
         else {

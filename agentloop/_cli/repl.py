@@ -26,6 +26,7 @@ SLASH_COMMANDS: tuple[tuple[str, str], ...] = (
     ("/compact --dry-run", "show what a compaction would do, without doing it"),
     ("/undo-compaction", "continue from before the last compaction, in a new branch"),
     ("/context", "context usage, where compaction triggers, the window and its source"),
+    ("/cost", "tokens and price of this session and of the whole conversation"),
     ("/sessions", "conversations of this workspace"),
     ("/help", "this help"),
     ("/exit, /quit", "leave (the session is saved; continue later with --continue)"),
@@ -164,6 +165,16 @@ def _context(agent: CodingAgent, rest: str) -> None:
     print(context_report(agent), file=sys.stderr)
 
 
+def _cost(agent: CodingAgent, rest: str) -> None:
+    from agentloop._cli.costs import configured_prices, cost_text
+
+    reports = agent.cost(configured_prices())
+    if reports is None:
+        print("Nothing billed yet: the session starts with its first reply.", file=sys.stderr)
+        return
+    print(cost_text(*reports, agent.session_id), file=sys.stderr)
+
+
 def _compact(agent: CodingAgent, rest: str) -> None:
     if rest == "--dry-run":
         from agentloop._cli.ui import plan_report
@@ -204,6 +215,7 @@ def _sessions(agent: CodingAgent, rest: str) -> None:
 _HANDLERS: dict[str, Callable[[CodingAgent, str], None]] = {
     "/help": _help,
     "/context": _context,
+    "/cost": _cost,
     "/compact": _compact,
     "/undo-compaction": _undo_compaction,
     "/sessions": _sessions,

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Literal, TextIO
 from agentloop._cli import markup, render
 
 if TYPE_CHECKING:
+    from agentloop._adapters.costs import CostReport
     from sessions import Session, SessionStore
 
 ExportFormat = Literal["markdown", "json"]
@@ -39,7 +40,16 @@ def _show_object(store: SessionStore, session: Session) -> dict[str, object]:
     compaction = render.plain(record)
     compaction["history"] = [render.plain(entry) for entry in history]
     data["compaction"] = compaction
+    own, conversation = _costs(store, session)
+    data["cost"] = {"session": own.to_dict(), "conversation": conversation.to_dict()}
     return data
+
+
+def _costs(store: SessionStore, session: Session) -> tuple[CostReport, CostReport]:
+    from agentloop._adapters.costs import conversation_cost
+    from agentloop._cli.costs import configured_prices
+
+    return conversation_cost(store, session.id, configured_prices())
 
 
 def show_command(store: SessionStore, out: TextIO, ref: str, *, as_json: bool = False) -> None:
@@ -75,6 +85,9 @@ def show_command(store: SessionStore, out: TextIO, ref: str, *, as_json: bool = 
     width = max(len(name) for name, _ in fields)
     for name, value in fields:
         out.write(f"{name.ljust(width)}  {value}\n")
+    from agentloop._cli.costs import cost_text
+
+    out.write(cost_text(*_costs(store, session), session.id) + "\n")
     for message in store.get_messages(session.id):
         out.write("\n" + markup.message_heading(message) + "\n")
         for block in message.content:

@@ -124,6 +124,7 @@ class TerminalUI(LoopEvents):
     def on_transition(self, transition: CompactionTransition) -> None:
         lines = [notice(transition)]
         lines += [f"  warning: {warning}" for warning in transition.summary.warnings]
+        lines += [f"  note: {note}" for note in transition.summary.notes]
         if transition.summary.fallback_reason:
             lines.append(
                 f"  note: summary built without a model: {transition.summary.fallback_reason}"

@@ -38,6 +38,7 @@ from agentloop._core.hooks import PreservedStateHook
 from agentloop._core.messages import (
     Message,
     MessageValidator,
+    Usage,
     is_safe_boundary,
     latest_compaction_text,
     validate_messages,
@@ -51,6 +52,7 @@ from agentloop._core.results import (
 )
 from agentloop._core.settings import STRATEGIES, CompactionSettings, StrategyName
 from agentloop._core.strategies import (
+    Split,
     assemble,
     choose_tail_start,
     previous_summary,
@@ -58,8 +60,16 @@ from agentloop._core.strategies import (
     window_note,
     with_state,
 )
-from agentloop._core.summary import digest, summarize_steps
+from agentloop._core.summary import (
+    NotASummary,
+    condense_steps,
+    continuing_summary_steps,
+    digest,
+    summarize_steps,
+    summary_instruction,
+)
 from agentloop._core.validation import DEFAULT_MAX_TOKENS, validate_window
+from agentloop._errors import PromptTooLongError
 
 __all__ = [
     "STRATEGIES",
@@ -335,34 +345,62 @@ class CompactionCore:
                 self._breaker_until = max(trigger, tokens_before) + margin
                 return "nothing to prune: no old tool output, input or image is large enough"
 
+        spent: list[Usage] = []
+        notes: list[str] = []
+        continued = False
         if compacted is None:
-            summarized_to = 0
-            # Tighter and tighter: the planned tail; then old content in it pruned and the
-            # carried request capped; then the smallest tail (the summary updated for the rest).
+            # One summary of the whole history, then the verbatim tail chosen within the
+            # budget: tightening drops tail (the planned tail; then old content in it pruned
+            # and the carried request capped; then the smallest tail), never asks again.
+            if strategy != "sliding_window":
+                text, strategy, fallback, continued = yield from self._summary_steps(
+                    msgs, decision, system, tools, instructions, spent
+                )
             levels = dict.fromkeys(((split, False), (split, True), (smallest, True)))
             for cut, tighten in levels:
-                if cut.tail_start > summarized_to:
-                    if strategy == "sliding_window":
-                        text = window_note(msgs, cut)
-                    else:
-                        previous = text or _previous_text(msgs)
-                        text, strategy, fallback = yield from self._summary_steps(
-                            msgs[summarized_to : cut.tail_start], previous, instructions, fallback
-                        )
-                    summarized_to = cut.tail_start
-                compacted = assemble(
+                if strategy == "sliding_window":
+                    text = window_note(msgs, cut)
+                elif strategy == "digest":  # no model call: a digest of just what is replaced
+                    head = msgs[: cut.tail_start]
+                    text = digest(head, reason=fallback or "", previous=_previous_text(msgs))
+                compacted, measured = yield from self._assembled(
                     msgs,
                     cut,
-                    text=text,
-                    state=hooks.state,
-                    request_max_chars=request_chars if tighten else None,
-                    prune_tail=tighten,
+                    text,
+                    hooks.state,
+                    request_chars if tighten else None,
+                    tighten,
+                    system,
+                    tools,
                 )
-                validate_messages(compacted, allow_pending_tool_use=False)
-                local = self._local(compacted, system, tools)
-                measured = yield from self._measure_result(compacted, system, tools, local)
                 if measured.tokens <= target:
                     break
+            refused = measured.tokens >= trigger or measured.tokens > tokens_before * (
+                1 - settings.min_savings
+            )
+            if strategy == "summarize" and refused:
+                # Only a summary too long for the compaction to help is asked for again, shorter.
+                summary_tokens = self.counter_text(text)
+                if summary_tokens > target // 2:
+                    try:
+                        text = yield from condense_steps(
+                            text,
+                            model_name=self.settings.summary_model or self.model_name,
+                            target_tokens=max(256, target // 3),
+                            max_tokens=max(256, min(settings.summary_max_tokens, target // 2)),
+                            model=self.summarizer,
+                            spent=spent,
+                        )
+                    except Exception as error:  # the longer summary stands
+                        warnings.append(f"the summary could not be condensed ({error})")
+                    else:
+                        notes.append(
+                            f"the summary was too long (about {summary_tokens:,} tokens): it "
+                            "was condensed in a second summarizer call"
+                        )
+                        compacted, measured = yield from self._assembled(
+                            msgs, smallest, text, hooks.state, request_chars, True, system, tools
+                        )
         assert compacted is not None
 
         tokens_after = measured.tokens
@@ -407,7 +445,14 @@ class CompactionCore:
             instructions=instructions,
             fallback_reason=fallback,
             warnings=warnings,
+            notes=notes,
             reason=decision.reason,
+            summary_calls=len(spent),
+            summary_usage=sum(spent, Usage()),
+            summary_model=settings.summary_model
+            if spent and settings.summary_model not in (None, self.model_name)
+            else None,
+            summary_continued=continued,
         )
         return compacted, summary
 
@@ -434,38 +479,95 @@ class CompactionCore:
         self.record_usage(counted, local, len(msgs))
         return _Measured(counted, True)
 
+    def _assembled(
+        self,
+        msgs: Sequence[Message],
+        cut: Split,
+        text: str,
+        state: str,
+        request_chars: int | None,
+        tighten: bool,
+        system: str,
+        tools: Sequence[dict[str, Any]],
+    ) -> Steps[tuple[list[Message], _Measured]]:
+        """Prefix (``text``) + the verbatim tail from ``cut``, validated and measured."""
+        compacted = assemble(
+            msgs,
+            cut,
+            text=text,
+            state=state,
+            request_max_chars=request_chars,
+            prune_tail=tighten,
+        )
+        validate_messages(compacted, allow_pending_tool_use=False)
+        local = self._local(compacted, system, tools)
+        measured = yield from self._measure_result(compacted, system, tools, local)
+        return compacted, measured
+
     def _summary_steps(
         self,
-        head: Sequence[Message],
-        previous: str | None,
+        msgs: Sequence[Message],
+        decision: CompactionDecision,
+        system: str,
+        tools: Sequence[dict[str, Any]],
         instructions: str | None,
-        fallback: str | None,
-    ) -> Steps[tuple[str, str, str | None]]:
-        """The model summary of ``head`` (updating ``previous``), or the deterministic digest
-        if there is no model or it fails (then every later update is a digest too)."""
+        spent: list[Usage],
+    ) -> Steps[tuple[str, str, str | None, bool]]:
+        """The summary of the whole history: ``(text, strategy, fallback reason, continued)``.
+
+        Where the conversation fits the summarizer and the summarizer is the conversation's own
+        model, one request continues the conversation itself (reading its prompt cache). Else,
+        or when that reply is no summary, a rendered transcript is summarized (chunked where it
+        does not fit). Without a model, or when it fails, the deterministic digest.
+        """
         settings = self.settings
         joined = "\n".join(x for x in (settings.standing_instructions, instructions or "") if x)
-        if self.summarizer is None or fallback is not None:
-            reason = fallback or "no summarizer model is configured"
-            return digest(head, reason=reason, previous=previous), "digest", reason
-        budget = settings.summarizer_window or self.context_window
+        previous = _previous_text(msgs)
+        if self.summarizer is None:
+            reason = "no summarizer model is configured"
+            return digest(msgs, reason=reason, previous=previous), "digest", reason, False
+        summary_model = settings.summary_model or self.model_name
+        window = settings.summarizer_window or self.context_window
+        max_tokens = max(256, min(settings.summary_max_tokens, window // 4))
+        ask = self.counter_text(summary_instruction(joined, updates_previous=True))
+        fits = decision.usage.tokens + ask + max_tokens <= window
+        if summary_model == self.model_name and fits:
+            try:
+                text = yield from continuing_summary_steps(
+                    msgs,
+                    model_name=self.model_name,
+                    system=system,
+                    tools=tools,
+                    max_tokens=max_tokens,
+                    instructions=joined,
+                    model=self.summarizer,
+                    spent=spent,
+                )
+            except (NotASummary, PromptTooLongError):
+                pass  # the transcript below, which the summarizer cannot answer with a tool
+            except Exception as error:  # the session must go on: fall back to the digest
+                reason = f"the summarizer failed ({type(error).__name__}: {error})"
+                return digest(msgs, reason=reason, previous=previous), "digest", reason, False
+            else:
+                return text, "summarize", None, True
         try:
             text = yield from summarize_steps(
-                head,
+                msgs,
                 previous=previous,
-                model_name=self.model_name,
-                budget_tokens=budget,
+                model_name=summary_model,
+                budget_tokens=window,
                 # A small summarizer window must still leave most of its room for the history.
-                max_tokens=max(256, min(settings.summary_max_tokens, budget // 4)),
+                max_tokens=max_tokens,
                 count=self.counter_text,
                 instructions=joined,
                 tool_output_chars=settings.tool_output_chars,
                 model=self.summarizer,
+                spent=spent,
             )
         except Exception as error:  # the session must go on: fall back to the digest
             reason = f"the summarizer failed ({type(error).__name__}: {error})"
-            return digest(head, reason=reason, previous=previous), "digest", reason
-        return text, "summarize", None
+            return digest(msgs, reason=reason, previous=previous), "digest", reason, False
+        return text, "summarize", None, False
 
     def counter_text(self, text: str) -> int:
         """A fast, deliberately high estimate for sizing summarizer chunks (3 chars a token,

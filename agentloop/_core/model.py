@@ -57,6 +57,10 @@ class ModelRequest:
     server_compaction: ServerCompaction | None = None
     """Let the API compact on the server (only models that offer it; see
     :class:`ServerCompactingModel`)."""
+    cache_newest: bool = True
+    """Whether the newest message is a prompt-cache breakpoint. False for a one-off request (a
+    summary that continues the conversation): it reads the conversation's cached prefix and
+    writes nothing that no later request would read."""
 
 
 @dataclass(frozen=True, slots=True)

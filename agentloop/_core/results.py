@@ -7,7 +7,7 @@ from datetime import datetime
 from pydantic import BaseModel, ConfigDict, InstanceOf
 
 from agentloop._core.context import CompactionDecision
-from agentloop._core.messages import Message, MessageParam, to_params
+from agentloop._core.messages import Message, MessageParam, Usage, to_params
 
 
 class CompactionSummary(BaseModel):
@@ -33,8 +33,19 @@ class CompactionSummary(BaseModel):
     fallback_reason: str | None = None
     """Why a deterministic digest replaced the model summary, if it did."""
     warnings: list[str] = []
+    notes: list[str] = []
+    """What the user may want to know that is no warning (a second summarizer call)."""
     reason: str = ""
     """Why compaction ran (the decision's reason)."""
+    summary_calls: int = 0
+    """Summarizer requests this compaction made (one in the common case)."""
+    summary_usage: Usage = Usage()
+    """What those requests used, as the API reported it (cache reads and writes included)."""
+    summary_model: str | None = None
+    """The model that wrote the summary, when it was not the conversation's."""
+    summary_continued: bool = False
+    """Whether the summary request continued the conversation (reading its prompt cache)
+    rather than summarizing a rendered transcript."""
 
 
 class CompactionTransition(BaseModel):

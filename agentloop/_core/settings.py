@@ -45,6 +45,9 @@ class CompactionSettings:
     window_messages: int | None = None
     """For ``sliding_window``: keep at most this many messages (else the tail token budget)."""
     summary_max_tokens: int = 4096
+    summary_model: str | None = None
+    """Another model to write summaries (default: the conversation's own). Its requests cannot
+    read the conversation's prompt cache: they summarize a rendered transcript instead."""
     summarizer_window: int | None = None
     """The summarizer's own context window (default: the conversation's window)."""
     tool_output_chars: int = 2000

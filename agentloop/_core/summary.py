@@ -9,8 +9,8 @@ from typing import Any
 
 from agentloop._core.blocks import Block, BlockRenderer, to_json, tool_result_text
 from agentloop._core.effects import CallModel, Steps, perform
-from agentloop._core.messages import Message
-from agentloop._core.model import AsyncModel, Model, ModelRequest
+from agentloop._core.messages import ContentBlock, Message, Usage
+from agentloop._core.model import AsyncModel, Model, ModelRequest, ModelResponse
 from agentloop._core.shorten import shorten, shorten_values
 
 SECTIONS = (
@@ -23,18 +23,155 @@ SECTIONS = (
     "Next steps",
 )
 
-SUMMARIZER_SYSTEM = (
-    "You compact the history of a coding agent's conversation so that the agent can continue "
-    "the work without the original messages. You write a precise, dense summary in markdown "
-    "with exactly these sections: "
-    + ", ".join(f"'## {name}'" for name in SECTIONS)
-    + ". Keep every concrete fact the agent will need: the user's requests and constraints in "
+_KEEP = (
+    "Keep every concrete fact the agent will need: the user's requests and constraints in "
     "their own words, decisions and their reasons, exact file paths, commands, identifiers, "
     "numbers, error messages and whether they were fixed. Never invent anything. Write 'none' "
     "under a section with nothing to say."
 )
 
+SUMMARIZER_SYSTEM = (
+    "You compact the history of a coding agent's conversation so that the agent can continue "
+    "the work without the original messages. You write a precise, dense summary in markdown "
+    "with exactly these sections: " + ", ".join(f"'## {name}'" for name in SECTIONS) + ". " + _KEEP
+)
+"""The system prompt of the fallback summary request over a rendered transcript (used where
+the conversation does not fit the summarizer, or another model summarizes)."""
+
 TextCount = Callable[[str], int]
+
+SUMMARY_REQUEST_OPENING = "[compaction request]"
+"""How the instruction of a summary request that continues the conversation begins."""
+
+
+class NotASummary(Exception):
+    """The summarizer answered something that is not a summary (it called a tool)."""
+
+
+def summary_instruction(instructions: str, *, updates_previous: bool) -> str:
+    """The user text that asks the model, at the end of the conversation itself, for its
+    summary (the request then shares the conversation's cached prefix)."""
+    parts = [
+        f"{SUMMARY_REQUEST_OPENING} Stop here: do not call any tool and do not continue the "
+        "task. The conversation above is being compacted to fit the context window: everything "
+        "before this message will be replaced by the summary you write now, and the agent will "
+        "continue from that summary (the newest messages are kept verbatim after it). Write a "
+        "precise, dense summary of the whole conversation in markdown with exactly these "
+        "sections: " + ", ".join(f"'## {name}'" for name in SECTIONS) + ". " + _KEEP
+    ]
+    if updates_previous:
+        parts.append(
+            "The conversation opens with the summary of an earlier compaction: fold it in, "
+            "keeping what still holds and correcting what changed."
+        )
+    if instructions.strip():
+        parts.append(f"Instructions for this summary:\n{instructions.strip()}")
+    parts.append("Output only the summary.")
+    return "\n\n".join(parts)
+
+
+def continuing_summary_request(
+    messages: Sequence[Message],
+    *,
+    model_name: str,
+    system: str,
+    tools: Sequence[dict[str, Any]],
+    max_tokens: int,
+    instructions: str = "",
+) -> ModelRequest:
+    """The summary request that continues the conversation: the same model, system, tools and
+    messages as its requests, byte for byte, with the instruction appended to the end as a user
+    message (joined to the last one when the history ends with a user turn, so the roles keep
+    alternating and every tool_result stays beside its tool_use). It reads the conversation
+    from the prompt cache and writes nothing of its own (``cache_newest=False``)."""
+    updates = bool(messages) and messages[0].summary is not None
+    ask: ContentBlock = {
+        "type": "text",
+        "text": summary_instruction(instructions, updates_previous=updates),
+    }
+    history = list(messages)
+    if history and history[-1].role == "user":
+        last = history[-1]
+        history[-1] = Message("user", (*last.content, ask), pinned=last.pinned)
+    else:
+        history.append(Message("user", (ask,)))
+    return ModelRequest(
+        model=model_name,
+        messages=tuple(history),
+        system=system,
+        tools=tuple(tools),
+        max_tokens=max_tokens,
+        metadata={"purpose": "summary", "part": 1, "parts": 1, "continues": True},
+        cache_newest=False,
+    )
+
+
+def summary_text(response: ModelResponse) -> str:
+    """The summary a reply holds; :class:`NotASummary` for a reply that calls a tool or is
+    empty (it is never stored as a summary)."""
+    if response.tool_uses:
+        raise NotASummary("the summarizer called a tool instead of writing a summary")
+    text = response.text.strip()
+    if not text:
+        raise NotASummary("the summarizer returned an empty summary")
+    return text
+
+
+def continuing_summary_steps(
+    messages: Sequence[Message],
+    *,
+    model_name: str,
+    system: str,
+    tools: Sequence[dict[str, Any]],
+    max_tokens: int,
+    instructions: str = "",
+    model: Model | AsyncModel | None = None,
+    spent: list[Usage] | None = None,
+) -> Steps[str]:
+    """One summarizer call over the whole conversation (:func:`continuing_summary_request`).
+    The usage of the call is appended to ``spent``."""
+    request = continuing_summary_request(
+        messages,
+        model_name=model_name,
+        system=system,
+        tools=tools,
+        max_tokens=max_tokens,
+        instructions=instructions,
+    )
+    response = yield from perform(CallModel(request, model=model))
+    if spent is not None:
+        spent.append(response.usage)
+    return summary_text(response)
+
+
+def condense_steps(
+    summary: str,
+    *,
+    model_name: str,
+    target_tokens: int,
+    max_tokens: int,
+    model: Model | AsyncModel | None = None,
+    spent: list[Usage] | None = None,
+) -> Steps[str]:
+    """A second call, only for a summary too long to fit: the same summary, shorter."""
+    prompt = (
+        f"This summary of a coding agent's conversation is too long. Rewrite it in at most "
+        f"about {target_tokens:,} tokens with the same sections, dropping detail before "
+        f"dropping facts.\n\n<summary>\n{summary.strip()}\n</summary>\n\n"
+        "Output only the shorter summary."
+    )
+    request = ModelRequest(
+        model=model_name,
+        messages=(Message.user(prompt),),
+        system=SUMMARIZER_SYSTEM,
+        max_tokens=max_tokens,
+        metadata={"purpose": "summary", "part": 1, "parts": 1, "condense": True},
+        cache_newest=False,
+    )
+    response = yield from perform(CallModel(request, model=model))
+    if spent is not None:
+        spent.append(response.usage)
+    return summary_text(response)
 
 
 class _TranscriptRenderer(BlockRenderer[str]):
@@ -234,6 +371,7 @@ def summarize_steps(
     instructions: str = "",
     tool_output_chars: int = 2000,
     model: Model | AsyncModel | None = None,
+    spent: list[Usage] | None = None,
 ) -> Steps[str]:
     """Yield one summarizer request per chunk, folding each answer into the next request.
 
@@ -258,12 +396,12 @@ def summarize_steps(
             system=SUMMARIZER_SYSTEM,
             max_tokens=max_tokens,
             metadata={"purpose": "summary", "part": number, "parts": len(chunks)},
+            cache_newest=False,
         )
         response = yield from perform(CallModel(request, model=model))
-        text = response.text.strip()
-        if not text:
-            raise ValueError("the summarizer returned an empty summary")
-        summary = text
+        if spent is not None:
+            spent.append(response.usage)
+        summary = summary_text(response)
     assert summary is not None
     return summary
 

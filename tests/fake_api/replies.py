@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -18,7 +19,7 @@ ANTHROPIC_VERSION = "2023-06-01"
 Framing = Literal["close", "chunked"]
 """How a streamed body is delimited: by closing the connection (HTTP/1.0, the default) or by
 ``Transfer-Encoding: chunked`` (HTTP/1.1), where a connection that drops mid-body is detectable."""
-FaultKind = Literal["drop", "end", "no_stop", "stall"]
+FaultKind = Literal["drop", "end", "no_stop", "stall", "inject"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -32,8 +33,11 @@ class Fault:
     ``message_delta``: no stop reason either). ``no_stop``: the whole stream but its
     ``message_stop``, ended cleanly (``after_events`` does not apply). ``stall``: send
     ``after_events`` events, then wait until ``release`` is set or ``seconds`` have passed (the
-    bound), then go on (``then="continue"``) or drop (``then="drop"``). ``reached`` is set when
-    the fault point is reached.
+    bound), then go on (``then="continue"``) or drop (``then="drop"``). ``inject``: send
+    ``after_events`` events, then the bytes ``raw`` as they are (a line that is not JSON, an
+    event of the wrong shape, an ``error`` event), then go on, drop, or end the stream cleanly
+    (``then="end"``, as the API does after an ``error`` event). ``reached`` is set when the
+    fault point is reached.
     """
 
     kind: FaultKind
@@ -42,7 +46,8 @@ class Fault:
     reset: bool = False
     seconds: float = 5.0
     release: threading.Event | None = None
-    then: Literal["continue", "drop"] = "continue"
+    then: Literal["continue", "drop", "end"] = "continue"
+    raw: bytes = b""
     reached: threading.Event = field(default_factory=threading.Event)
 
 
@@ -151,6 +156,39 @@ def stalled_reply(
     (less once ``release`` is set), then goes on or drops."""
     fault = Fault("stall", after_events, seconds=seconds, release=release, then=then)
     return text_reply(text, framing=framing, fault=fault)
+
+
+def injected_reply(
+    text: str,
+    raw: bytes,
+    *,
+    after_events: int = 4,
+    then: Literal["continue", "drop", "end"] = "continue",
+    framing: Framing = "close",
+) -> Reply:
+    """A text reply whose stream carries ``raw`` (written as it is) after ``after_events``
+    events, then goes on, drops or ends."""
+    fault = Fault("inject", after_events, raw=raw, then=then)
+    return text_reply(text, framing=framing, fault=fault)
+
+
+def error_event(error_type: str = "overloaded_error", message: str = "Overloaded") -> bytes:
+    """An ``error`` event as the API sends it mid-stream (with a 200 status already sent)."""
+    data = json.dumps({"type": "error", "error": {"type": error_type, "message": message}})
+    return f"event: error\ndata: {data}\n\n".encode()
+
+
+def error_event_reply(
+    text: str,
+    *,
+    after_events: int = 4,
+    error_type: str = "overloaded_error",
+    message: str = "Overloaded",
+) -> Reply:
+    """A text reply whose stream ends with an ``error`` event after ``after_events`` events."""
+    return injected_reply(
+        text, error_event(error_type, message), after_events=after_events, then="end"
+    )
 
 
 def overloaded(message: str = "Overloaded") -> ErrorReply:

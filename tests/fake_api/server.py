@@ -3,33 +3,32 @@
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import itertools
 import json
 import math
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 
-from fake_api.compaction import (
-    compaction_problems,
-    compaction_reply,
-    stream_parts,
-    visible_messages,
+from fake_api.cache import (
+    DEFAULT_CACHE_LOOKBACK,
+    DEFAULT_CACHE_MIN_TOKENS,
+    Bill,
+    CacheUse,
+    Prefix,
+    PromptCache,
+    bill_from_usage,
+    cache_problems,
+    min_cache_tokens,
+    request_prefix,
 )
-from fake_api.counting import (
-    MediaPrices,
-    Tally,
-    block_tokens,
-    json_tokens,
-    text_tokens,
-    without_cache_control,
-)
-from fake_api.faults import send_json, send_stream
+from fake_api.compaction import compaction_problems, compaction_reply
+from fake_api.counting import MediaPrices, Tally, block_tokens
+from fake_api.faults import send_json, send_stream, stream_events
 from fake_api.media import IMAGE_TOKEN_CAP
 from fake_api.replies import (
     TEST_API_KEY,
@@ -100,7 +99,8 @@ class FakeAnthropicServer:
     ``POST /v1/messages/count_tokens``), ``violations`` (strings), ``handler``,
     ``context_window``, the counting options (``token_factor``, ``message_overhead``,
     ``media_costs``, ``pdf_page_tokens``, ``image_token_cap``), ``count_tokens_error``,
-    ``models``, ``models_unavailable``.
+    ``models``, ``models_unavailable``, the prompt cache (``prompt_caching``, ``cache``,
+    ``cache_min_tokens``, :meth:`advance_clock`) and ``bills`` (:class:`~fake_api.cache.Bill`).
     """
 
     def __init__(
@@ -116,7 +116,10 @@ class FakeAnthropicServer:
         image_token_cap: int = IMAGE_TOKEN_CAP,
         retry_after_ms: int | None = 1,
         stream_chunk_chars: int = 8,
-        prompt_caching: bool = False,
+        prompt_caching: bool = True,
+        cache_min_tokens: int | Mapping[str, int] = DEFAULT_CACHE_MIN_TOKENS,
+        cache_lookback: int = DEFAULT_CACHE_LOOKBACK,
+        clock: Callable[[], float] = time.monotonic,
         models: Sequence[ModelSpec] = DEFAULT_MODELS,
     ) -> None:
         self._api_key = api_key
@@ -139,8 +142,12 @@ class FakeAnthropicServer:
         ``None`` leaves the SDK to its own exponential backoff."""
         self.stream_chunk_chars = stream_chunk_chars
         self.prompt_caching = prompt_caching
-        """Report tools+system as cache_creation/cache_read when the system carries
-        ``cache_control`` (first time created, later identical prefixes read)."""
+        """Bill like the API's prompt cache (:mod:`fake_api.cache`); False: nothing cached."""
+        self.cache = PromptCache(clock, lookback=cache_lookback)
+        self.cache_min_tokens = cache_min_tokens
+        """The minimum cacheable prefix: one for all models, or per model (``"*"``: others)."""
+        self.bills: list[Bill] = []
+        """One per answered ``POST /v1/messages``, in order."""
         self.models: dict[str, ModelSpec] = {spec.id: spec for spec in models}
         self.models_unavailable = False
         """When true, the Models API answers 500 ``api_error``."""
@@ -151,7 +158,6 @@ class FakeAnthropicServer:
         self.requests: list[RecordedRequest] = []
         self.violations: list[str] = []
         self._queue: deque[ReplySpec] = deque()
-        self._cached_prefixes: set[str] = set()
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
         self._httpd: ThreadingHTTPServer | None = None
@@ -249,20 +255,20 @@ class FakeAnthropicServer:
     def count_input_tokens(self, body: Mapping[str, Any]) -> int:
         """The input tokens the server reports for a request body (system + tools + messages):
         what ``count_tokens`` answers, and input + cache tokens of a ``/v1/messages`` reply."""
-        tally = Tally(self._raw_prefix_tokens(body))
-        prices = self.media_prices
-        messages = body.get("messages")
-        for message in visible_messages(messages) if isinstance(messages, list) else []:
-            if not isinstance(message, dict):
-                continue
-            tally.text += self.message_overhead
-            content = message.get("content")
-            if isinstance(content, str):
-                tally.text += text_tokens(content)
-            elif isinstance(content, list):
-                for block in content:
-                    tally.add(block_tokens(block, prices))
-        return self._scaled(tally.text) + tally.media
+        return self.prefix(body).total
+
+    def prefix(self, body: Mapping[str, Any]) -> Prefix:
+        """The request's prefix as the prompt cache sees it (its positions and breakpoints)."""
+        return request_prefix(
+            body,
+            token_factor=self.token_factor,
+            message_overhead=self.message_overhead,
+            prices=self.media_prices,
+        )
+
+    def advance_clock(self, seconds: float) -> None:
+        """Move the prompt cache's clock on (to expire entries without sleeping)."""
+        self.cache.advance(seconds)
 
     def count_message_tokens(self, messages: Sequence[Mapping[str, Any]]) -> int:
         """What ``messages`` alone cost in a request (no system, no tools)."""
@@ -272,27 +278,7 @@ class FakeAnthropicServer:
         tally = Tally()
         for block in content:
             tally.add(block_tokens(dict(block), None))
-        return max(1, self._scaled(tally.text))
-
-    def _raw_prefix_tokens(self, body: Mapping[str, Any]) -> int:
-        raw = 0
-        system = body.get("system")
-        if isinstance(system, str):
-            raw += text_tokens(system)
-        elif isinstance(system, list):
-            raw += sum(
-                text_tokens(str(block.get("text", "")))
-                for block in system
-                if isinstance(block, dict)
-            )
-        tools = body.get("tools")
-        for tool in tools if isinstance(tools, list) else []:
-            if isinstance(tool, dict):
-                raw += json_tokens(without_cache_control(tool))
-        return raw
-
-    def _scaled(self, raw: int) -> int:
-        return math.ceil(raw * self.token_factor)
+        return max(1, math.ceil(tally.text * self.token_factor))
 
     # -- answering (called from the HTTP threads) -------------------------------------------
 
@@ -316,43 +302,28 @@ class FakeAnthropicServer:
 
     def _usage(
         self, body: dict[str, Any], reply: Reply, content: list[dict[str, Any]]
-    ) -> dict[str, int]:
-        counted = self.count_input_tokens(body)
-        cache_read = reply.cache_read_input_tokens
-        cache_creation = reply.cache_creation_input_tokens
-        if self.prompt_caching and cache_read is None and cache_creation is None:
-            cache_read, cache_creation = self._automatic_cache(body)
-        cache_read = cache_read or 0
-        cache_creation = cache_creation or 0
+    ) -> dict[str, Any]:
+        prefix = self.prefix(body)
+        if (
+            reply.cache_read_input_tokens is not None
+            or reply.cache_creation_input_tokens is not None
+        ):
+            cache = CacheUse(
+                read=reply.cache_read_input_tokens or 0,
+                write_5m=reply.cache_creation_input_tokens or 0,
+            )
+        elif self.prompt_caching:
+            model = str(body.get("model", ""))
+            cache = self.cache.use(model, prefix, min_cache_tokens(self.cache_min_tokens, model))
+        else:
+            cache = CacheUse()
         input_tokens = reply.input_tokens
         if input_tokens is None:
-            input_tokens = max(0, counted - cache_read - cache_creation)
+            input_tokens = max(0, prefix.total - cache.read - cache.write)
         output_tokens = reply.output_tokens
         if output_tokens is None:
             output_tokens = self.count_output_tokens(content)
-        return {
-            "input_tokens": input_tokens,
-            "output_tokens": output_tokens,
-            "cache_creation_input_tokens": cache_creation,
-            "cache_read_input_tokens": cache_read,
-        }
-
-    def _automatic_cache(self, body: dict[str, Any]) -> tuple[int, int]:
-        system = body.get("system")
-        marked = isinstance(system, list) and any(
-            isinstance(block, dict) and "cache_control" in block for block in system
-        )
-        if not marked:
-            return 0, 0
-        key = hashlib.sha256(
-            json.dumps([body.get("tools"), system], sort_keys=True).encode()
-        ).hexdigest()
-        prefix_tokens = self._scaled(self._raw_prefix_tokens(body))
-        with self._lock:
-            if key in self._cached_prefixes:
-                return prefix_tokens, 0
-            self._cached_prefixes.add(key)
-        return 0, prefix_tokens
+        return {"input_tokens": input_tokens, "output_tokens": output_tokens, **cache.usage()}
 
     def _message_json(self, body: dict[str, Any], reply: Reply) -> dict[str, Any]:
         content: list[dict[str, Any]] = []
@@ -365,6 +336,9 @@ class FakeAnthropicServer:
         if stop_reason is None:
             has_tool_use = any(b.get("type") == "tool_use" for b in content)
             stop_reason = "tool_use" if has_tool_use else "end_turn"
+        usage = dict(reply.usage) if reply.usage else self._usage(body, reply, content)
+        with self._lock:
+            self.bills.append(bill_from_usage(body, usage))
         return {
             "id": self._new_id("msg"),
             "type": "message",
@@ -373,69 +347,8 @@ class FakeAnthropicServer:
             "content": content,
             "stop_reason": stop_reason,
             "stop_sequence": None,
-            "usage": dict(reply.usage) if reply.usage else self._usage(body, reply, content),
+            "usage": usage,
         }
-
-    def _stream_events(self, message: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
-        usage = message["usage"]
-        start = dict(message, content=[], stop_reason=None, stop_sequence=None)
-        start["usage"] = dict(usage, output_tokens=1)
-        yield "message_start", {"type": "message_start", "message": start}
-        yield "ping", {"type": "ping"}
-        for index, block in enumerate(message["content"]):
-            yield from self._block_events(index, block)
-        yield (
-            "message_delta",
-            {
-                "type": "message_delta",
-                "delta": {"stop_reason": message["stop_reason"], "stop_sequence": None},
-                "usage": dict(usage),  # cumulative totals, as the API sends them
-            },
-        )
-        yield "message_stop", {"type": "message_stop"}
-
-    def _block_events(
-        self, index: int, block: dict[str, Any]
-    ) -> Iterator[tuple[str, dict[str, Any]]]:
-        kind = block.get("type")
-        if kind == "text":
-            start: dict[str, Any] = {"type": "text", "text": ""}
-            deltas = [{"type": "text_delta", "text": c} for c in self._chunks(block["text"])]
-        elif kind == "tool_use":
-            start = {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}
-            deltas = [
-                {"type": "input_json_delta", "partial_json": c}
-                for c in self._chunks(json.dumps(block.get("input", {})))
-            ]
-        elif kind == "thinking":
-            start = {"type": "thinking", "thinking": "", "signature": ""}
-            deltas = [
-                {"type": "thinking_delta", "thinking": c}
-                for c in self._chunks(block.get("thinking", ""))
-            ]
-            deltas.append({"type": "signature_delta", "signature": block.get("signature", "")})
-        elif kind == "compaction":
-            start, deltas = stream_parts(block)
-        else:
-            start, deltas = block, []
-        yield (
-            "content_block_start",
-            {
-                "type": "content_block_start",
-                "index": index,
-                "content_block": start,
-            },
-        )
-        for delta in deltas:
-            yield (
-                "content_block_delta",
-                {"type": "content_block_delta", "index": index, "delta": delta},
-            )
-        yield "content_block_stop", {"type": "content_block_stop", "index": index}
-
-    def _chunks(self, text: str) -> list[str]:
-        size = max(1, self.stream_chunk_chars)
-        return [text[i : i + size] for i in range(0, len(text), size)] or [""]
 
     # -- convenience for tests --------------------------------------------------------------
 
@@ -563,6 +476,7 @@ class _RequestHandler(BaseHTTPRequestHandler):
     def _refuse_invalid(self, number: int, body: Any, *, count_tokens: bool = False) -> bool:
         problems = check_request(body, count_tokens=count_tokens)
         problems += compaction_problems(body, self.headers.get("anthropic-beta"))
+        problems += cache_problems(body)
         for problem in problems:
             self.fake._violation(f"request {number}: {problem}")
         if problems:
@@ -609,7 +523,7 @@ class _RequestHandler(BaseHTTPRequestHandler):
         for key, value in headers.items():
             self.send_header(key, value)
         self.end_headers()
-        for event, data in self.fake._stream_events(message):
+        for event, data in stream_events(message, self.fake.stream_chunk_chars):
             self.wfile.write(f"event: {event}\ndata: {json.dumps(data)}\n\n".encode())
             self.wfile.flush()
 
@@ -626,7 +540,7 @@ class _RequestHandler(BaseHTTPRequestHandler):
         request_id = self.fake._new_id("req")
         stopped = self.fake._stopping.is_set
         if body.get("stream"):
-            events = self.fake._stream_events(message)
+            events = stream_events(message, self.fake.stream_chunk_chars)
             send_stream(
                 self,
                 events,

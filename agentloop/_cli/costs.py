@@ -1,0 +1,64 @@
+"""What a session cost, as ``/cost``, ``sessions show`` and the JSON result show it: the token
+figures as the API reported them, the cache-read share and the price (``~`` where the model's
+price is not known and its family's was assumed). ``AGENTLOOP_PRICES`` overrides the table."""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from agentloop._adapters.costs import CostReport
+    from agentloop._core.pricing import Price
+
+PRICES_VARIABLE = "AGENTLOOP_PRICES"
+
+
+def configured_prices() -> dict[str, Price] | None:
+    """Price overrides from ``AGENTLOOP_PRICES`` (JSON), None when unset."""
+    text = os.environ.get(PRICES_VARIABLE, "").strip()
+    if not text:
+        return None
+    from agentloop._core.pricing import parse_prices
+
+    return parse_prices(text)
+
+
+def _plural(count: int, word: str) -> str:
+    return f"{count:,} {word}" if count == 1 else f"{count:,} {word}s"
+
+
+def cost_lines(report: CostReport, title: str) -> list[str]:
+    """Three lines: what, the tokens, the cache share and the price."""
+    total = report.total
+    usage = total.usage
+    requests = _plural(report.requests, "request")
+    if report.summary_requests:
+        requests += f", {_plural(report.summary_requests, 'summary request')}"
+    mark = "~" if total.estimated else ""
+    price = f"{mark}${total.dollars:,.4f}"
+    if report.summaries.dollars:
+        price += f" (summaries {mark}${report.summaries.dollars:,.4f})"
+    return [
+        f"{title} ({requests}):",
+        f"  input {usage.input_tokens:,} · cache write {usage.cache_creation_input_tokens:,} · "
+        f"cache read {usage.cache_read_input_tokens:,} · output {usage.output_tokens:,} tokens",
+        f"  cache reads {total.cache_read_share:.0%} of input · input billed at "
+        f"{total.billed_input_ratio:.2f}× its uncached price · {price}",
+    ]
+
+
+def cost_text(session: CostReport, conversation: CostReport, session_id: str) -> str:
+    """The ``/cost`` report: this session, then the conversation across its compactions."""
+    lines = cost_lines(session, f"This session {session_id[:8]}")
+    if conversation.sessions > 1:
+        lines += cost_lines(
+            conversation,
+            f"The whole conversation ({conversation.sessions} sessions, across compactions)",
+        )
+    if conversation.total.estimated:
+        lines.append(
+            "  ~ the model's price is not in the table: its family's was assumed "
+            f"(set {PRICES_VARIABLE} to override)"
+        )
+    return "\n".join(lines)
