@@ -15,6 +15,8 @@ if TYPE_CHECKING:
     from agentloop._adapters.tokens import Calibration, TokenEstimator
     from agentloop._adapters.windows import ContextWindowResolver, ModelLimits
     from agentloop._agent.recent_files import RecentFiles, recent_files_hook
+    from agentloop._agent.search_history import search_history_tool
+    from agentloop._core.cache import with_cache_breakpoints
     from agentloop._core.compacter import CompactionSettings
     from agentloop._core.context import CompactionDecision, ContextUsage
     from agentloop._core.hooks import PreservedStateHook
@@ -90,9 +92,11 @@ _EXPORTS: dict[str, str] = {
     "is_safe_boundary": "agentloop._core.messages",
     "prune_tool_outputs": "agentloop._core.strategies",
     "recent_files_hook": "agentloop._agent.recent_files",
+    "search_history_tool": "agentloop._agent.search_history",
     "to_params": "agentloop._core.messages",
     "validate_messages": "agentloop._core.messages",
     "validate_threshold": "agentloop._core.validation",
+    "with_cache_breakpoints": "agentloop._core.cache",
 }
 
 
@@ -154,7 +158,9 @@ __all__ = [
     "message_from_response",
     "prune_tool_outputs",
     "recent_files_hook",
+    "search_history_tool",
     "to_params",
     "validate_messages",
     "validate_threshold",
+    "with_cache_breakpoints",
 ]

@@ -30,3 +30,10 @@ class PromptTooLongError(ModelError):
 class IncompleteReplyError(ModelError):
     """The reply broke off: the stream ended without ``message_stop``, or the connection
     dropped mid-reply. What was shown is not a whole answer and is never stored as one."""
+
+
+class StoreWriteError(AgentloopError):
+    """The session store refused a write (its disk is full, the lease was lost, the file is
+    damaged...). What was said since the last write is kept in memory and written first when
+    the store accepts writes again; until then no model call is made. ``__cause__`` is the
+    store's own error."""

@@ -164,7 +164,7 @@ def compact(
         return Result(
             label, strategy, mode, f"not committed: {outcome.explanation}", None, None, "", None
         )
-    params = transition.compacted_params
+    params = [dict(p) for p in transition.compacted_params]
     body = prepared.grown.body(params)
     count = prepared.server.count_input_tokens(body)
     trigger = outcome.decision.trigger_tokens

@@ -16,11 +16,12 @@ import os
 import sys
 
 import anthropic
+from anthropic.types import ToolParam
 
 from agentloop import AnthropicModel, ConversationCompacter, Message, message_from_response
 
 MODEL = os.environ.get("AGENTLOOP_MODEL", "claude-sonnet-5-5")
-TOOLS = [
+TOOLS: list[ToolParam] = [
     {
         "name": "multiply",
         "description": "Multiply two integers.",
@@ -59,8 +60,8 @@ def main(prompt: str) -> None:
         response = client.messages.create(
             model=MODEL,
             max_tokens=1024,
-            tools=TOOLS,  # type: ignore[arg-type]
-            messages=[m.to_param() for m in messages],  # type: ignore[misc]
+            tools=TOOLS,
+            messages=[m.to_param() for m in messages],  # agentloop's MessageParam is the SDK's
         )
         messages.append(message_from_response(response))  # content and usage, cache included
         calls = [block for block in response.content if block.type == "tool_use"]

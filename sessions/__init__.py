@@ -17,13 +17,14 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from sessions._compaction import CompactionStrategy
-    from sessions._copy import copy_store
-    from sessions._cut import pair_safe_cut
-    from sessions._errors import (
+    from ._compaction import CompactionStrategy
+    from ._copy import copy_store
+    from ._cut import pair_safe_cut
+    from ._errors import (
         AmbiguousSessionIdError,
         CompactionError,
         InvalidSessionIdError,
+        SearchQueryError,
         SessionCompactedError,
         SessionError,
         SessionLeasedError,
@@ -35,13 +36,13 @@ if TYPE_CHECKING:
         StoreMissingError,
         StoreVersionError,
     )
-    from sessions._ids import new_session_id, short_id, validate_session_id, validate_session_ref
-    from sessions._open import open_store
-    from sessions._paths import default_store_path, workspace_key
-    from sessions._postgres import PostgresSessionStore
-    from sessions._sqlite import SqliteSessionStore
-    from sessions._store import UNSET, SessionStore, default_lease_owner
-    from sessions._types import (
+    from ._ids import new_session_id, short_id, validate_session_id, validate_session_ref
+    from ._open import open_store
+    from ._paths import default_store_path, workspace_key
+    from ._postgres import PostgresSessionStore
+    from ._sqlite import SqliteSessionStore
+    from ._store import UNSET, SessionStore, default_lease_owner
+    from ._types import (
         CompactionEntry,
         CompactionRecord,
         Conversation,
@@ -50,6 +51,7 @@ if TYPE_CHECKING:
         LineageExport,
         NewMessage,
         Role,
+        SearchHit,
         Session,
         SessionStatus,
         StoredMessage,
@@ -70,6 +72,8 @@ _EXPORTS: dict[str, str] = {
     "NewMessage": "sessions._types",
     "PostgresSessionStore": "sessions._postgres",
     "Role": "sessions._types",
+    "SearchHit": "sessions._types",
+    "SearchQueryError": "sessions._errors",
     "Session": "sessions._types",
     "SessionCompactedError": "sessions._errors",
     "SessionError": "sessions._errors",
@@ -104,7 +108,9 @@ if not TYPE_CHECKING:  # hidden from type checkers, so a misspelt name stays an 
         module = _EXPORTS.get(name)
         if module is None:
             raise AttributeError(f"module 'sessions' has no attribute {name!r}")
-        value = getattr(importlib.import_module(module), name)
+        # Relative to this package's own name: agentloop may load it under another one
+        # (agentloop/_sessions.py), when a user's module has the name ``sessions``.
+        value = getattr(importlib.import_module(module[len("sessions") :], __name__), name)
         globals()[name] = value
         return value
 
@@ -128,6 +134,8 @@ __all__ = [
     "NewMessage",
     "PostgresSessionStore",
     "Role",
+    "SearchHit",
+    "SearchQueryError",
     "Session",
     "SessionCompactedError",
     "SessionError",

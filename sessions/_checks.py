@@ -6,7 +6,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from sessions._types import NewMessage
+from ._types import NewMessage
 
 
 def require_str(name: str, value: object) -> str:

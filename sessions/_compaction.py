@@ -18,11 +18,11 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, Protocol
 
-from sessions._checks import require_int, require_str
-from sessions._cut import HasRoleAndContent, has_tool_result, pair_safe_cut
-from sessions._errors import CompactionError
-from sessions._ids import SHORT_LENGTH, validate_session_ref
-from sessions._types import (
+from ._checks import require_int, require_str
+from ._cut import HasRoleAndContent, has_tool_result, pair_safe_cut
+from ._errors import CompactionError
+from ._ids import SHORT_LENGTH, validate_session_ref
+from ._types import (
     CompactionEntry,
     CompactionRecord,
     Lease,

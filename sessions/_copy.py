@@ -3,10 +3,10 @@ direction between SQLite and PostgreSQL, idempotently, and checks what arrived."
 
 from __future__ import annotations
 
-from sessions._errors import StoreError
-from sessions._ids import SHORT_LENGTH
-from sessions._store import SessionStore
-from sessions._types import CopyReport, LineageExport
+from ._errors import StoreError
+from ._ids import SHORT_LENGTH
+from ._store import SessionStore
+from ._types import CopyReport, LineageExport
 
 BATCH = 200
 """Lineages per transaction on the target (and per read of the source)."""

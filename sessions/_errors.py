@@ -112,3 +112,7 @@ class SessionLeasedError(SessionError):
         self.session_id = session_id
         self.owner = owner
         self.expires_at = expires_at
+
+
+class SearchQueryError(SessionError, ValueError):
+    """A search query with nothing to search for (no word or number in it)."""

@@ -15,8 +15,8 @@ from contextlib import AbstractContextManager
 from types import TracebackType
 from typing import Protocol, Self
 
-from sessions._open import DEFAULT_BUSY_TIMEOUT, parse_location, postgres_imports
-from sessions._sql_listing import (
+from ._open import DEFAULT_BUSY_TIMEOUT, parse_location, postgres_imports
+from ._sql_listing import (
     ConversationRow,
     SessionRow,
     check_page,
@@ -25,7 +25,7 @@ from sessions._sql_listing import (
     select_conversations,
     select_sessions,
 )
-from sessions._sql_reads import Db
+from ._sql_reads import Db
 
 
 class Connection(Protocol):
@@ -99,9 +99,9 @@ def open_listing(
     backend, target = parse_location(location)
     if backend == "postgresql":
         with postgres_imports():
-            from sessions._postgres_db import PostgresConnection
+            from ._postgres_db import PostgresConnection
         assert isinstance(target, str)
         return Listing(PostgresConnection(target, read_only=True, busy_timeout=busy_timeout))
-    from sessions._sqlite_db import SqliteConnection
+    from ._sqlite_db import SqliteConnection
 
     return Listing(SqliteConnection(target, read_only=True, busy_timeout=busy_timeout))

@@ -193,6 +193,28 @@ def backfill_lineages(conn: sqlite3.Connection, schema: str) -> None:
     )
 
 
+@migration
+def m003_search_index(conn: sqlite3.Connection) -> None:
+    """Full-text search over messages (:mod:`sessions._sql_search`): an FTS5 table whose rowid
+    is the message's, emptied of a message by a trigger whenever the message is deleted, and
+    filled with every message already stored."""
+    from ._sql_search import SQLITE_SEARCH, backfill
+
+    conn.execute(
+        "CREATE VIRTUAL TABLE message_search USING fts5"
+        "(body, root, tokenize = 'unicode61 remove_diacritics 0')"
+    )
+    conn.execute(
+        "CREATE TRIGGER messages_unindex AFTER DELETE ON messages "
+        "BEGIN DELETE FROM message_search WHERE rowid = old.id; END"
+    )
+    backfill(lambda sql, params: conn.execute(sql, params).fetchall(), conn.execute, SQLITE_SEARCH)
+
+
+# Read-only, nothing else reads the index; a search says it needs the upgrade.
+READ_ONLY_SHIMS["m003_search_index"] = lambda conn: None
+
+
 def ensure_migrations_table(conn: sqlite3.Connection) -> None:
     conn.execute(
         f"CREATE TABLE IF NOT EXISTS {MIGRATIONS_TABLE} "

@@ -15,11 +15,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal, overload
 from urllib.parse import unquote
 
-from sessions._errors import StoreError
+from ._errors import StoreError
 
 if TYPE_CHECKING:
-    from sessions._sqlite import SqliteSessionStore
-    from sessions._store import SessionStore
+    from ._sqlite import SqliteSessionStore
+    from ._store import SessionStore
 
 STORE_ENV = "AGENTLOOP_STORE"
 DEFAULT_BUSY_TIMEOUT = 5.0
@@ -127,11 +127,11 @@ def open_store(
     backend, target = parse_location(location)
     if backend == "postgresql":
         with postgres_imports():
-            from sessions._postgres import PostgresSessionStore
+            from ._postgres import PostgresSessionStore
         assert isinstance(target, str)
         return PostgresSessionStore(
             target, read_only=read_only, busy_timeout=busy_timeout, clock=clock
         )
-    from sessions._sqlite import SqliteSessionStore
+    from ._sqlite import SqliteSessionStore
 
     return SqliteSessionStore(target, read_only=read_only, busy_timeout=busy_timeout, clock=clock)

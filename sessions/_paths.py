@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 STORE_FILENAME = "sessions.db"
@@ -44,5 +45,16 @@ def ensure_private_dir(directory: Path) -> None:
 
 
 def workspace_key(directory: str | os.PathLike[str] | None = None) -> str:
-    """A workspace's identity: the resolved absolute path of ``directory`` (default: cwd)."""
-    return str(Path(directory if directory is not None else os.getcwd()).expanduser().resolve())
+    """A workspace's identity: the resolved absolute path of ``directory`` (default: cwd), as
+    text that can be stored and sent: a byte of the path that is not UTF-8 (which Python
+    carries as a lone surrogate) is written ``\\xNN``."""
+    path = str(Path(directory if directory is not None else os.getcwd()).expanduser().resolve())
+    return _LONE_SURROGATE.sub(_escaped, path) if _LONE_SURROGATE.search(path) else path
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _escaped(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else "\ufffd"

@@ -30,15 +30,15 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
 
-from sessions._postgres_db import (
+from ._postgres_db import (
     DEFAULT_BUSY_TIMEOUT,
     DEFAULT_CONNECT_TIMEOUT,
     PostgresConnection,
     PostgresDb,
 )
-from sessions._sql_reads import LeaseBook
-from sessions._sql_store import SqlSessionStore
-from sessions._sql_transaction import SqlTransaction
+from ._sql_reads import LeaseBook
+from ._sql_store import SqlSessionStore
+from ._sql_transaction import SqlTransaction
 
 
 def _server_clock(db: PostgresDb, began_at: datetime | None) -> Callable[[], datetime]:

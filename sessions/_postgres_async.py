@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import psycopg
 from psycopg import sql
 
-from sessions._bridge import await_bridged
+from ._bridge import await_bridged
 
 if TYPE_CHECKING:
     from psycopg.pq import TransactionStatus

@@ -19,16 +19,16 @@ from psycopg import sql
 from psycopg.pq import TransactionStatus
 from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 
-from sessions._bridge import in_bridge, run_bridged
-from sessions._errors import (
+from ._bridge import in_bridge, run_bridged
+from ._errors import (
     SessionError,
     StoreBusyError,
     StoreConnectionError,
     StoreError,
 )
-from sessions._postgres_async import AsyncSide, BridgedConnection
-from sessions._postgres_schema import Target, connect_error, first_line, parse_url, prepare
-from sessions._sql_reads import Dialect
+from ._postgres_async import AsyncSide, BridgedConnection
+from ._postgres_schema import Target, connect_error, first_line, parse_url, prepare
+from ._sql_reads import Dialect, storable
 
 POSTGRES = Dialect(name="postgresql", row_locks=True, no_limit="LIMIT ALL")
 DEFAULT_BUSY_TIMEOUT = 5.0
@@ -46,6 +46,13 @@ def _translate(statement: str) -> str:
     return statement.replace("%", "%%").replace("?", "%s")
 
 
+def _params(params: Sequence[Any]) -> Sequence[Any]:
+    # (A NUL is rare: the parameters are copied only when one is there.)
+    if any(isinstance(value, str) and "\x00" in value for value in params):
+        return [storable(value) for value in params]
+    return params
+
+
 class PostgresDb:
     """The statements of one transaction on a psycopg connection."""
 
@@ -57,17 +64,17 @@ class PostgresDb:
         """The server's time read with BEGIN (a stamped transaction), else None."""
 
     def one(self, statement: str, params: Sequence[Any] = ()) -> tuple[Any, ...] | None:
-        return self.conn.execute(_translate(statement), params).fetchone()
+        return self.conn.execute(_translate(statement), _params(params)).fetchone()
 
     def all(self, statement: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        return self.conn.execute(_translate(statement), params).fetchall()
+        return self.conn.execute(_translate(statement), _params(params)).fetchall()
 
     def run(self, statement: str, params: Sequence[Any] = ()) -> int:
-        return self.conn.execute(_translate(statement), params).rowcount
+        return self.conn.execute(_translate(statement), _params(params)).rowcount
 
     def many(self, statement: str, rows: Sequence[Sequence[Any]]) -> None:
         with self.conn.cursor() as cursor:
-            cursor.executemany(_translate(statement), rows)
+            cursor.executemany(_translate(statement), [_params(row) for row in rows])
 
 
 class PostgresConnection:

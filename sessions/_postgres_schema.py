@@ -11,19 +11,21 @@ openers do not race); opening read-only never creates anything.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import psycopg
 from psycopg import sql
 
-from sessions._errors import (
+from ._errors import (
     StoreConnectionError,
     StoreCorruptError,
     StoreError,
     StoreMissingError,
     StoreVersionError,
 )
+from ._sql_search import POSTGRES_SEARCH, backfill
 
 DEFAULT_SCHEMA = "agentloop"
 MIGRATIONS_TABLE = "agentloop_migrations"
@@ -95,8 +97,44 @@ CREATE TABLE leases (
 )
 """
 
-MIGRATIONS: list[tuple[str, str]] = [("m001_initial", _M001)]
-"""Name -> SQL, applied in order; new ones are appended, existing ones never change."""
+_M002 = """
+CREATE TABLE message_search (
+    session_id text COLLATE "C" NOT NULL,
+    seq integer NOT NULL,
+    root_id text COLLATE "C" NOT NULL,
+    terms tsvector NOT NULL,
+    PRIMARY KEY (session_id, seq),
+    FOREIGN KEY (session_id, seq) REFERENCES messages (session_id, seq) ON DELETE CASCADE
+);
+CREATE INDEX message_search_terms ON message_search USING gin (terms)
+"""
+
+
+def _m002_search_index(conn: psycopg.Connection[tuple[object, ...]]) -> None:
+    """Full-text search over messages (:mod:`sessions._sql_search`), filled with every message
+    already stored; a deleted message takes its row with it (the foreign key cascades)."""
+    _script(conn, _M002)
+    backfill(
+        lambda statement, params: conn.execute(_placeholders(statement), params).fetchall(),
+        lambda statement, params: conn.execute(_placeholders(statement), params),
+        POSTGRES_SEARCH,
+    )
+
+
+def _placeholders(statement: str) -> sql.SQL:
+    return sql.SQL(statement.replace("%", "%%").replace("?", "%s"))
+
+
+Migration = str | Callable[[psycopg.Connection[tuple[object, ...]]], None]
+MIGRATIONS: list[tuple[str, Migration]] = [
+    ("m001_initial", _M001),
+    ("m002_search_index", _m002_search_index),
+]
+"""Name -> SQL (or a function running it), applied in order; new ones are appended, existing
+ones never change."""
+READ_COMPATIBLE = frozenset({"m002_search_index"})
+"""Migrations a read-only open may do without: nothing but a search reads what they add (and a
+search on a store without them says it needs the upgrade)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,7 +246,9 @@ def prepare(conn: psycopg.Connection[tuple[object, ...]], target: Target, read_o
                 f"no session store at {target.display} yet", location=target.display
             )
         applied = _applied(conn, target.schema)
-        pending = [name for name, _ in MIGRATIONS if name not in applied]
+        pending = [
+            name for name, _ in MIGRATIONS if name not in applied and name not in READ_COMPATIBLE
+        ]
         if pending and _newer(applied) is None:
             raise StoreVersionError(
                 f"session store {target.display} needs an upgrade ({pending[0]}) that cannot "
@@ -248,12 +288,19 @@ def _migrate(conn: psycopg.Connection[tuple[object, ...]], target: Target) -> No
         for name, script in MIGRATIONS:
             if name in applied:
                 continue
-            for statement in script.split(";"):
-                if statement.strip():
-                    conn.execute(sql.SQL(statement))
+            if isinstance(script, str):
+                _script(conn, script)
+            else:
+                script(conn)
             conn.execute(
                 sql.SQL("INSERT INTO {} (name) VALUES (%s)").format(
                     sql.Identifier(MIGRATIONS_TABLE)
                 ),
                 (name,),
             )
+
+
+def _script(conn: psycopg.Connection[tuple[object, ...]], script: str) -> None:
+    for statement in script.split(";"):
+        if statement.strip():
+            conn.execute(sql.SQL(statement))

@@ -14,7 +14,7 @@ from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any
 
-from sessions._sql_reads import NEWEST_FIRST, S_COLUMNS, SESSION_COLUMNS, Db, dt
+from ._sql_reads import NEWEST_FIRST, S_COLUMNS, SESSION_COLUMNS, Db, dt
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,15 +24,15 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
-from sessions._errors import (
+from ._errors import (
     AmbiguousSessionIdError,
     InvalidSessionIdError,
     SessionNotFoundError,
 )
-from sessions._ids import ID_LENGTH, SHORT_LENGTH, validate_session_ref
+from ._ids import ID_LENGTH, SHORT_LENGTH, validate_session_ref
 
 if TYPE_CHECKING:
-    from sessions._types import CompactionEntry, Lease, Session, StoredMessage
+    from ._types import CompactionEntry, Lease, Session, StoredMessage
 
 _CANDIDATES_SHOWN = 5
 
@@ -70,8 +70,18 @@ class Dialect:
         return f" FOR NO KEY UPDATE OF {alias}" if self.row_locks else ""
 
 
+def storable(value: Any) -> Any:
+    """A parameter as both backends store it: text with NUL characters gets U+FFFD in their
+    place (PostgreSQL's text cannot hold NUL; SQLite stores the same, so both agree). JSON
+    columns are unaffected: JSON writes a NUL as ``\\u0000``, which round-trips."""
+    if isinstance(value, str) and "\x00" in value:
+        return value.replace("\x00", "\ufffd")
+    return value
+
+
 class Db(Protocol):
-    """One open transaction's statements; ``?`` placeholders, parameters as Python values."""
+    """One open transaction's statements; ``?`` placeholders, parameters as Python values
+    (text passed through :func:`storable` by every backend)."""
 
     dialect: Dialect
 
@@ -96,7 +106,7 @@ def dt(value: Any) -> datetime:
 
 def session_from(row: Sequence[Any]) -> Session:
     """A session row (:data:`SESSION_COLUMNS`) as a :class:`Session`."""
-    from sessions._types import Session
+    from ._types import Session
 
     # Rows were validated on the way in; constructing without re-validation keeps reads cheap.
     return Session.model_construct(
@@ -114,7 +124,7 @@ def session_from(row: Sequence[Any]) -> Session:
 
 
 def message_from(row: Sequence[Any]) -> StoredMessage:
-    from sessions._types import StoredMessage
+    from ._types import StoredMessage
 
     return StoredMessage.model_construct(
         session_id=row[0],
@@ -129,7 +139,7 @@ def message_from(row: Sequence[Any]) -> StoredMessage:
 
 
 def entry_from(row: Sequence[Any]) -> CompactionEntry:
-    from sessions._types import CompactionEntry
+    from ._types import CompactionEntry
 
     return CompactionEntry.model_construct(
         parent_id=row[0],
@@ -146,7 +156,7 @@ def entry_from(row: Sequence[Any]) -> CompactionEntry:
 
 def lease_from(row: Sequence[Any]) -> Lease:
     """(session_id, owner, token, expires_at, ttl)"""
-    from sessions._types import Lease
+    from ._types import Lease
 
     return Lease.model_construct(
         session_id=row[0], owner=row[1], token=row[2], expires_at=dt(row[3]), ttl=float(row[4])

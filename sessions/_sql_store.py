@@ -10,18 +10,18 @@ durable, before the call returns.
 from __future__ import annotations
 
 import abc
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from contextlib import AbstractContextManager
 from datetime import timedelta
 from functools import partial
 from types import TracebackType
 from typing import Any, Self
 
-from sessions import _compaction
-from sessions._checks import as_new_message, dumps, merge_metadata, require_int, require_str
-from sessions._compaction import CompactionStrategy
-from sessions._ids import validate_session_id, validate_session_ref
-from sessions._sql_listing import (
+from . import _compaction
+from ._checks import as_new_message, dumps, merge_metadata, require_int, require_str
+from ._compaction import CompactionStrategy
+from ._ids import validate_session_id, validate_session_ref
+from ._sql_listing import (
     ConversationRow,
     SessionRow,
     check_page,
@@ -30,9 +30,10 @@ from sessions._sql_listing import (
     select_conversations,
     select_sessions,
 )
-from sessions._sql_transaction import SqlTransaction
-from sessions._store import UNSET, _Unset
-from sessions._types import (
+from ._sql_search import search
+from ._sql_transaction import SqlTransaction
+from ._store import UNSET, _Unset
+from ._types import (
     CompactionEntry,
     CompactionRecord,
     Conversation,
@@ -40,6 +41,7 @@ from sessions._types import (
     Lease,
     LineageExport,
     NewMessage,
+    SearchHit,
     Session,
     SessionStatus,
     StoredMessage,
@@ -227,6 +229,49 @@ class SqlSessionStore(abc.ABC):
         validate_session_ref(session_id)
         with self._transaction(write=False) as tx:
             return tx.messages(tx.resolve(session_id))
+
+    def search_messages(
+        self,
+        query: str,
+        *,
+        session_id: str | None = None,
+        workspace: str | None = None,
+        limit: int = 10,
+        excerpt_chars: int = 300,
+        any_term: bool = False,
+        exclude_tools: Collection[str] = (),
+        redact: Callable[[str], str] | None = None,
+    ) -> list[SearchHit]:
+        """Full-text search of the stored messages, best match first, each as an excerpt.
+
+        Scope: the whole lineage of ``session_id`` (every session of its conversation, the
+        compacted ones included); without it, the conversations whose head is in
+        ``workspace``; without either, every conversation. A message matches when it holds
+        every word of ``query`` (``any_term``: any of them); ``word*`` matches a prefix.
+        Text blocks, tool calls (name and input) and tool results are searched; a message
+        copied into a later session is shown once. ``exclude_tools`` hides the calls of these
+        tools and their results; ``redact`` is applied to a matching text before the excerpt is
+        cut from it. :class:`SearchQueryError` if ``query`` holds no word.
+        """
+        require_str("query", query)
+        require_int("limit", limit, minimum=1)
+        require_int("excerpt_chars", excerpt_chars, minimum=20)
+        if session_id is not None:
+            validate_session_ref(session_id)
+        with self._transaction(write=False) as tx:
+            root_id = tx.root(tx.resolve(session_id)) if session_id is not None else None
+            return search(
+                tx.db,
+                self.location,
+                query,
+                root_id=root_id,
+                workspace=workspace,
+                limit=limit,
+                excerpt_chars=excerpt_chars,
+                any_term=any_term,
+                exclude_tools=frozenset(exclude_tools),
+                redact=redact,
+            )
 
     # ------------------------------------------------------------------ lineage
 

@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import secrets
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from sessions._checks import dumps
-from sessions._errors import SessionError, SessionLeasedError, StoreError
-from sessions._ids import SHORT_LENGTH
-from sessions._sql_reads import (
+from ._checks import dumps
+from ._errors import SessionError, SessionLeasedError, StoreError
+from ._ids import SHORT_LENGTH
+from ._sql_reads import (
     C_COLUMNS,
     COMPACTION_COLUMNS,
     M_COLUMNS,
@@ -28,8 +28,9 @@ from sessions._sql_reads import (
     newest_leaf,
     session_from,
 )
-from sessions._sql_writes import SqlWrites, leased_error
-from sessions._types import (
+from ._sql_search import index_messages
+from ._sql_writes import SqlWrites, leased_error
+from ._types import (
     CompactionEntry,
     CopyReport,
     Lease,
@@ -291,6 +292,8 @@ class SqlTransaction(SqlWrites):
         if sessions:
             self.db.many(_INSERT_SESSION, sessions)
             self._insert_stored(messages)
+            for data in lineages:
+                self._index_stored(data.root_id, data.messages.values())
             self._insert_entries(entries)
             self.db.many(
                 "INSERT INTO lineages (root_id, head_id, updated_at, workspace, sessions) "
@@ -345,6 +348,7 @@ class SqlTransaction(SqlWrites):
                 messages_present += count
                 self._refresh_exported(session)
             self._insert_stored(stored[first:])
+            self._index_stored(data.root_id, [stored[first:]])
             messages_copied += len(stored) - first
         copied, kept = self._import_entries(data)
         self.rebuild_lineage(data.root_id)
@@ -396,6 +400,11 @@ class SqlTransaction(SqlWrites):
                 )
                 for m in messages
             ],
+        )
+
+    def _index_stored(self, root_id: str, groups: Iterable[Sequence[StoredMessage]]) -> None:
+        index_messages(
+            self.db, root_id, [(m.session_id, m.seq, m.content) for ms in groups for m in ms]
         )
 
     def _import_entries(self, data: LineageExport) -> tuple[int, int]:

@@ -7,10 +7,10 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from sessions._checks import dumps, merge_metadata
-from sessions._errors import SessionCompactedError, SessionLeasedError, SessionNotFoundError
-from sessions._ids import SHORT_LENGTH, new_session_id
-from sessions._sql_reads import (
+from ._checks import dumps, merge_metadata
+from ._errors import SessionCompactedError, SessionLeasedError, SessionNotFoundError
+from ._ids import SHORT_LENGTH, new_session_id
+from ._sql_reads import (
     COMPACTION_COLUMNS,
     MESSAGE_COLUMNS,
     SqlReads,
@@ -18,7 +18,8 @@ from sessions._sql_reads import (
     lease_from,
     newest_leaf,
 )
-from sessions._types import Lease, NewMessage, Session, SessionStatus, StoredMessage
+from ._sql_search import index_messages
+from ._types import Lease, NewMessage, Session, SessionStatus, StoredMessage
 
 _UPKEEP_COLUMNS = (
     "l.head_id, l.updated_at, h.updated_at, h.created_at, h.workspace, "
@@ -149,10 +150,12 @@ class SqlWrites(SqlReads):
         first_seq: int,
         messages: Sequence[NewMessage],
         *,
+        root_id: str,
         returning: bool = True,
     ) -> list[StoredMessage]:
-        """Insert ``messages`` from position ``first_seq``; the stored values when
-        ``returning`` (a transition's child needs none)."""
+        """Insert ``messages`` from position ``first_seq`` (and index them for search, in the
+        lineage of ``root_id``); the stored values when ``returning`` (a transition's child
+        needs none)."""
         stored: list[StoredMessage] = []
         rows = []
         now = self.now.astimezone(UTC)
@@ -188,6 +191,11 @@ class SqlWrites(SqlReads):
             self.db.many(
                 f"INSERT INTO messages ({MESSAGE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows
             )
+            index_messages(
+                self.db,
+                root_id,
+                [(session_id, first_seq + n, m.content) for n, m in enumerate(messages)],
+            )
         return stored
 
     def append(
@@ -221,7 +229,7 @@ class SqlWrites(SqlReads):
         self.check_lease(session_id, held, lease or self.book.get(session_id))
         if not messages:
             return []
-        stored = self.insert_messages(session_id, count, messages)
+        stored = self.insert_messages(session_id, count, messages, root_id=root_id)
         self.db.run(
             "UPDATE sessions SET message_count = ?, updated_at = ? WHERE id = ?",
             (count + len(messages), self.now, session_id),
@@ -293,7 +301,7 @@ class SqlWrites(SqlReads):
             metadata=merge_metadata(parent.metadata, metadata or {}),
             message_count=len(messages),
         )
-        self.insert_messages(child_id, 0, messages, returning=False)
+        self.insert_messages(child_id, 0, messages, root_id=root_id, returning=False)
         self.db.run(
             "UPDATE sessions SET status = 'compacted', updated_at = ? WHERE id = ?",
             (self.now, parent.id),

@@ -15,10 +15,10 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
-from sessions._sql_reads import LeaseBook
-from sessions._sql_store import SqlSessionStore
-from sessions._sql_transaction import SqlTransaction
-from sessions._sqlite_db import DEFAULT_BUSY_TIMEOUT, SqliteConnection
+from ._sql_reads import LeaseBook
+from ._sql_store import SqlSessionStore
+from ._sql_transaction import SqlTransaction
+from ._sqlite_db import DEFAULT_BUSY_TIMEOUT, SqliteConnection
 
 
 class SqliteSessionStore(SqliteConnection, SqlSessionStore):

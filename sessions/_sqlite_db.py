@@ -14,10 +14,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from sessions._errors import StoreError
-from sessions._paths import default_store_path
-from sessions._sql_reads import Dialect
-from sessions._sqlite_file import map_error, open_connection, open_read_only, tidy_sidecars
+from ._errors import StoreError
+from ._paths import default_store_path
+from ._sql_reads import Dialect, storable
+from ._sqlite_file import map_error, open_connection, open_read_only, tidy_sidecars
 
 DEFAULT_BUSY_TIMEOUT = 5.0
 SQLITE = Dialect(name="sqlite", row_locks=False, no_limit="LIMIT -1")
@@ -31,7 +31,7 @@ def _ts(moment: datetime) -> str:
 
 
 def _params(params: Sequence[Any]) -> tuple[Any, ...]:
-    return tuple(_ts(value) if isinstance(value, datetime) else value for value in params)
+    return tuple(_ts(value) if isinstance(value, datetime) else storable(value) for value in params)
 
 
 class SqliteDb:
@@ -64,7 +64,8 @@ class SqliteDb:
             return text
 
         self.conn.executemany(
-            sql, [[stamp(v) if isinstance(v, datetime) else v for v in row] for row in rows]
+            sql,
+            [[stamp(v) if isinstance(v, datetime) else storable(v) for v in row] for row in rows],
         )
 
 

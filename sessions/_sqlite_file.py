@@ -11,8 +11,8 @@ import sqlite3
 from contextlib import suppress
 from pathlib import Path
 
-from sessions import _migrations
-from sessions._errors import (
+from . import _migrations
+from ._errors import (
     SessionError,
     StoreBusyError,
     StoreCorruptError,
@@ -20,7 +20,7 @@ from sessions._errors import (
     StoreMissingError,
     StoreVersionError,
 )
-from sessions._paths import FILE_MODE, ensure_private_dir
+from ._paths import FILE_MODE, ensure_private_dir
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 
@@ -282,12 +282,25 @@ def open_read_only(path: Path, busy_timeout: float) -> tuple[sqlite3.Connection,
     except (sqlite3.Error, SessionError) as error:
         if conn is not None:
             conn.close()
+        mapped = error if isinstance(error, SessionError) else map_error(error, path, busy_timeout)
         if tidy:
             tidy_sidecars(path)
-        raise (
-            error if isinstance(error, SessionError) else map_error(error, path, busy_timeout)
-        ) from None
+            if isinstance(mapped, StoreCorruptError):
+                # A store whose schema cannot be read cannot be opened to tidy them away.
+                _remove_empty_sidecars(path)
+        raise mapped from None
     return conn, tidy
+
+
+def _remove_empty_sidecars(path: Path) -> None:
+    """Remove an empty WAL (nothing was ever written through it) and then a SHM file without
+    its WAL: what a reader left beside a file it could not read."""
+    wal, shm = _sidecars(path)
+    with suppress(OSError):
+        if wal.exists() and wal.stat().st_size == 0:
+            wal.unlink()
+        if shm.exists() and not wal.exists():
+            shm.unlink()
 
 
 def tidy_sidecars(path: Path) -> None:

@@ -25,13 +25,13 @@ from __future__ import annotations
 
 import os
 import socket
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import timedelta
 from types import TracebackType
 from typing import Any, Protocol, Self, runtime_checkable
 
-from sessions._compaction import CompactionStrategy
-from sessions._types import (
+from ._compaction import CompactionStrategy
+from ._types import (
     CompactionEntry,
     CompactionRecord,
     Conversation,
@@ -39,6 +39,7 @@ from sessions._types import (
     Lease,
     LineageExport,
     NewMessage,
+    SearchHit,
     Session,
     SessionStatus,
     StoredMessage,
@@ -104,6 +105,24 @@ class SessionStore(Protocol):
 
     def get_messages(self, session_id: str) -> list[StoredMessage]:
         """All messages of the session, in order."""
+        ...
+
+    def search_messages(
+        self,
+        query: str,
+        *,
+        session_id: str | None = None,
+        workspace: str | None = None,
+        limit: int = 10,
+        excerpt_chars: int = 300,
+        any_term: bool = False,
+        exclude_tools: Collection[str] = (),
+        redact: Callable[[str], str] | None = None,
+    ) -> list[SearchHit]:
+        """Full-text search, best match first, each hit an excerpt with where it was said: in
+        the whole lineage of ``session_id``, else in the conversations of ``workspace``, else
+        everywhere. A message matches when it holds every word (``any_term``: any).
+        :class:`SearchQueryError` if ``query`` holds no word."""
         ...
 
     def update_session(

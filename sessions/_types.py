@@ -217,3 +217,25 @@ class CopyReport(BaseModel):
         return CopyReport.model_construct(
             **{name: getattr(self, name) + getattr(other, name) for name in CopyReport.model_fields}
         )
+
+
+class SearchHit(BaseModel):
+    """A stored message that matches a search (:meth:`SessionStore.search_messages`).
+
+    ``seq`` is the message's 0-based position in session ``session_id`` (``sessions show``
+    numbers it ``seq + 1``); ``tool_name`` names the tool when the excerpt is a tool call's
+    input or a tool's result; ``excerpt`` is one line around the first matching word.
+    ``root_id``, ``title`` and ``workspace`` say which conversation said it.
+    """
+
+    model_config = ConfigDict(frozen=True, defer_build=True)
+
+    session_id: str
+    seq: int
+    role: Role
+    created_at: UtcDatetime
+    tool_name: str | None = None
+    excerpt: str
+    root_id: str
+    title: str | None = None
+    workspace: str

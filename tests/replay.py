@@ -9,8 +9,8 @@ like the API's prompt cache: the figures of the cost tests and of ``benchmarks/b
 
 from __future__ import annotations
 
-import itertools
 import json
+import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -35,6 +35,7 @@ from agentloop._core.results import CompactionTransition
 from agentloop._core.summary import SUMMARIZER_SYSTEM
 
 MODEL = "claude-sonnet-4-6"
+PREPARE_AT = CompactionSettings().prepare_at
 
 Summarizer = Callable[[dict[str, Any]], "str | Reply"]
 """Answers a summary request's body: the summary, or any reply."""
@@ -88,6 +89,8 @@ class ReplayRun:
     turns: int
     session_starts: list[int]
     """Indexes in ``bills`` of each child session's first request."""
+    stalls: list[float] = field(default_factory=list)
+    """Seconds each compaction held the turn up (its start to the transition)."""
 
     def prefix_breaks(self) -> list[str]:
         """:func:`prefix_breaks` of this run's requests (summaries over a rendered transcript,
@@ -116,10 +119,21 @@ class _Events(LoopEvents):
     server: FakeAnthropicServer
     transitions: list[CompactionTransition] = field(default_factory=list)
     session_starts: list[int] = field(default_factory=list)
+    stalls: list[float] = field(default_factory=list)
+    started: float | None = None
+
+    def on_compaction_start(self, decision: Any) -> None:
+        self.started = time.perf_counter()
 
     def on_transition(self, transition: CompactionTransition) -> None:
         self.transitions.append(transition)
         self.session_starts.append(len(self.server.bills))
+        if self.started is not None:
+            self.stalls.append(time.perf_counter() - self.started)
+            self.started = None
+
+    def on_compaction_skipped(self, reason: str) -> None:
+        self.started = None
 
     def on_warning(self, message: str) -> None:
         pass
@@ -128,19 +142,29 @@ class _Events(LoopEvents):
 class Replayer:
     """The fake server's handler for one transcript: replies in order, summaries on request."""
 
-    def __init__(self, transcript: Transcript, summary: Summarizer) -> None:
+    def __init__(
+        self,
+        transcript: Transcript,
+        summary: Summarizer,
+        reply_delay: float = 0.0,
+        summary_delay: float = 0.0,
+    ) -> None:
         self.replies = replies(transcript.messages)
         self.summary = summary
         self.summary_bodies: list[dict[str, Any]] = []
+        self.reply_delay = reply_delay
+        self.summary_delay = summary_delay
 
     def __call__(self, body: dict[str, Any]) -> Reply:
         if is_summary_request(body):
             self.summary_bodies.append(body)
             answer = self.summary(body)
-            return text_reply(answer) if isinstance(answer, str) else answer
+            if isinstance(answer, str):
+                return text_reply(answer, delay=self.summary_delay)
+            return answer
         if not self.replies:
-            return text_reply("done")
-        return Reply(content=tuple(self.replies.popleft()))
+            return text_reply("done", delay=self.reply_delay)
+        return Reply(content=tuple(self.replies.popleft()), delay=self.reply_delay)
 
 
 def replay(
@@ -154,10 +178,14 @@ def replay(
     strategy: str = "auto",
     summary_model: str | None = None,
     system: str | None = None,
+    prepare_at: float | None = PREPARE_AT,
+    reply_delay: float = 0.0,
+    summary_delay: float = 0.0,
 ) -> ReplayRun:
     """Run the transcript's turns through an :class:`AgentLoop` on the real SDK (``system``
-    replaces the transcript's system prompt)."""
-    handler = Replayer(transcript, summary)
+    replaces the transcript's system prompt; ``prepare_at`` None: no summary prepared ahead;
+    the delays are how long the server takes for each reply and each summary)."""
+    handler = Replayer(transcript, summary, reply_delay, summary_delay)
     server.handler = handler
     results = recorded_results(transcript.messages)
 
@@ -169,8 +197,15 @@ def replay(
         for t in transcript.tools
         if "input_schema" in t  # a server tool (web search) runs on the API, not here
     ]
-    model = AnthropicModel(server.client(), prompt_cache=cache)
-    settings = CompactionSettings(strategy=strategy, summary_model=summary_model)  # type: ignore[arg-type]
+    # From settings (not a client): it has the async client a background summary can cancel.
+    model = AnthropicModel(
+        api_key="test-key", base_url=server.base_url, max_retries=0, prompt_cache=cache
+    )
+    settings = CompactionSettings(
+        strategy=strategy,  # type: ignore[arg-type]
+        summary_model=summary_model,
+        prepare_at=prepare_at,
+    )
     compacter = ConversationCompacter(
         model=model, model_name=MODEL, context_window=window, settings=settings
     )
@@ -185,11 +220,19 @@ def replay(
         max_tool_rounds=200,
     )
     turns = user_turns(transcript.messages)[:max_turns]
-    for turn in turns:
-        loop.run_turn(turn)
+    try:
+        for turn in turns:
+            loop.run_turn(turn)
+    finally:
+        loop.close()
     calls = [t.summary.summary_calls for t in events.transitions]
     return ReplayRun(
-        list(server.bills), events.transitions, calls, len(turns), events.session_starts
+        list(server.bills),
+        events.transitions,
+        calls,
+        len(turns),
+        events.session_starts,
+        events.stalls,
     )
 
 
@@ -236,18 +279,37 @@ def prefix_breaks(
     *,
     skip: Callable[[Mapping[str, Any]], bool] = lambda body: False,
 ) -> list[str]:
-    """Where a request changed a byte before the previous request's newest breakpoint (within
-    one session; a child's first request, at ``session_starts``, starts a new message prefix,
-    and then only tools and system must stay): one line per break, empty when none."""
+    """Where a request changed a byte before the newest breakpoint of the previous request of
+    its session (requests of one session open with the same first message; a child's first
+    request, at ``session_starts`` or with a first message not seen before, starts a new
+    message prefix, and then only tools and system must stay). A summary prepared in the
+    background may be answered after the conversation moved on: each request is compared with
+    the previous one of its own session, not with whatever came before it. One line per break,
+    empty when none."""
     problems: list[str] = []
     kept = [(index, body) for index, body in enumerate(bodies) if not skip(body)]
-    for (_, before), (index, after) in itertools.pairwise(kept):
-        if body_prefix(before, 0, 0) != body_prefix(after, 0, 0):
+    sessions: dict[str, list[Mapping[str, Any]]] = {}
+    previous: Mapping[str, Any] | None = None
+    for index, after in kept:
+        if previous is not None and body_prefix(previous, 0, 0) != body_prefix(after, 0, 0):
             problems.append(f"request {index}: tools or system changed")
+        previous = after
+        earlier = sessions.setdefault(first_message(after), [])
+        size = len(after.get("messages") or [])
+        # The newest earlier request it can extend (a background summary answered late covers
+        # an older, shorter history than the request billed just before it).
+        before = next((b for b in reversed(earlier) if len(b.get("messages") or []) <= size), None)
+        earlier.append(after)
+        if before is None or index in session_starts:
             continue
         mark = last_message_breakpoint(before)
-        if mark is None or index in session_starts:
+        if mark is None:
             continue
         if body_prefix(before, *mark) != body_prefix(after, *mark):
             problems.append(f"request {index}: a byte before the previous breakpoint changed")
     return problems
+
+
+def first_message(body: Mapping[str, Any]) -> str:
+    messages = body.get("messages") or []
+    return body_prefix({"messages": messages[:1]}, 1, 10_000) if messages else ""

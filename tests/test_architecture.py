@@ -32,9 +32,15 @@ ALLOWED: dict[str, tuple[str, ...]] = {
         "sessions",
     ),
     "agentloop._cli": ("agentloop", "sessions"),  # the face may use every room
+    # Other frameworks' adapters: what a user of the library could write (narrowed below to the
+    # public API of both packages: names their roots export, and the room's own modules).
+    "agentloop.integrations": ("agentloop", "sessions"),
     "agentloop.testing": ("agentloop._core", "agentloop._adapters"),
 }
-SHARED = ("agentloop._errors",)
+SHARED = ("agentloop._errors", "agentloop._sessions")
+# agentloop takes the store's names through agentloop._sessions (so that a user's own module
+# called `sessions` cannot shadow it): read as imports of `sessions` itself.
+STORE_ALIAS = "agentloop._sessions"
 # Third-party imports the pure core must never make (its purity is about I/O and the SDK).
 CORE_FORBIDDEN_THIRD_PARTY = ("anthropic", "tiktoken", "sqlite3", "httpx", "threading", "asyncio")
 
@@ -67,6 +73,8 @@ def _imports(name: str, path: Path) -> set[str]:
                 module = ".".join([*base, node.module] if node.module else base)
             else:
                 module = node.module or ""
+            if module == STORE_ALIAS:
+                module = "sessions"
             if module in PACKAGES:  # a lazy re-export: the module that really defines the name
                 found |= {_exported_from(module, alias.name) for alias in node.names}
                 continue
@@ -105,6 +113,30 @@ def test_every_room_imports_only_what_it_may() -> None:
             if not any(target == a or target.startswith(a + ".") for a in allowed):
                 broken.append(f"{name} imports {target}")
     assert broken == []
+
+
+def test_the_integrations_use_only_the_public_api() -> None:
+    private = [
+        f"{name} imports {module}"
+        for name, path in _modules()
+        if _room(name) == "agentloop.integrations"
+        for module in _imported_modules(path)
+        if module.split(".")[0] in PACKAGES
+        and module not in (*PACKAGES, STORE_ALIAS)
+        and not module.startswith("agentloop.integrations")
+    ]
+    assert private == []
+
+
+def _imported_modules(path: Path) -> set[str]:
+    """The absolute modules named by ``path``'s import statements (relative ones excluded)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            found.add(node.module)
+    return found
 
 
 def test_the_core_makes_no_io_imports() -> None:

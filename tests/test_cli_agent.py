@@ -203,10 +203,11 @@ def test_compact_with_instructions_reaches_the_summarizer(cli: CLI, workspace: P
     assert run.code == 0, run.err
     assert len(run.notices) == 1
     assert cli.script.summaries
-    for body in cli.script.summaries:
-        assert "Instructions for this summary:\nkeep the decisions about calc.py" in request_text(
-            body
-        )
+    # The /compact request carries the instructions; a summary prepared in the background
+    # before it (without them) is not what the compaction used.
+    asked = "Instructions for this summary:\nkeep the decisions about calc.py"
+    assert asked in request_text(cli.script.summaries[-1])
+    assert all(asked not in request_text(body) for body in cli.script.summaries[:-1])
     after = cli.script.conversation[-1]
     assert first_text(after).startswith(PREFIX_START) and SUMMARY in first_text(after)
     assert run.out.splitlines()[-1] == "after compaction"

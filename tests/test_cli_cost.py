@@ -6,18 +6,19 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from pathlib import Path
 
 import pytest
 from cli_support import CLI
-from fake_api import billed_ratio, text_reply, tool_reply
+from fake_api import Bill, billed_ratio, text_reply, tool_reply
 from test_loop import filler, is_summary_request
 from transcripts.code import source_for
 
+from agentloop import Usage
 from agentloop._core.pricing import Price, bill, parse_prices, price_of
 from agentloop._core.summary import SUMMARIZER_SYSTEM
 from agentloop._errors import ConfigurationError
-from agentloop import Usage
 
 WINDOW = "60000"
 
@@ -46,7 +47,7 @@ def script_coding_session(cli: CLI, turns: int) -> list[str]:
     return lines
 
 
-def bills_of(cli: CLI) -> tuple[list[object], list[object]]:
+def bills_of(cli: CLI) -> tuple[list[Bill], list[Bill]]:
     bills = list(cli.fake_api.bills)
     summaries = [b for b in bills if is_summary_request(b.body)]
     return bills, summaries
@@ -67,21 +68,26 @@ def test_a_sixty_turn_session_through_the_cli_is_billed_like_a_cached_agent(cli:
     assert run.code == 0, run.err
     assert len(run.notices) >= 2, run.err
     bills, summaries = bills_of(cli)
-    # One summarizer call per compaction, each continuing the cached conversation.
-    assert len(summaries) == len(run.notices)
-    assert all(
-        b.body["system"][0]["text"] != SUMMARIZER_SYSTEM  # type: ignore[attr-defined]
-        for b in summaries
-    )
+    # No summarizer call at the trigger: every summary was prepared in the background (one
+    # request, and a refresh where the conversation grew far past it), each continuing the
+    # cached conversation; one more may have been in flight when the session ended.
+    assert run.err.count("note: the summary was prepared in the background") == len(run.notices)
+    assert len(summaries) <= 2 * len(run.notices) + 1
+    assert all(b.body["system"][0]["text"] != SUMMARIZER_SYSTEM for b in summaries)
     # The bill: about what a caching agent pays, far from uncached; the summaries read the cache.
-    assert billed_ratio(bills) <= 0.20, f"billed {billed_ratio(bills):.3f}x"  # type: ignore[arg-type]
-    assert billed_ratio(summaries) <= 0.35  # type: ignore[arg-type]
-    # /cost reports the API's figures: the whole conversation is every request the server billed.
-    read = sum(b.cache_read for b in bills)  # type: ignore[attr-defined]
-    written = sum(b.cache_write_5m + b.cache_write_1h for b in bills)  # type: ignore[attr-defined]
-    assert f"cache read {read:,} " in run.err
-    assert f"cache write {written:,} " in run.err
-    assert f"{len(summaries)} summary requests" in run.err
+    assert billed_ratio(bills) <= 0.20, f"billed {billed_ratio(bills):.3f}x"
+    assert billed_ratio(summaries) <= 0.35
+    # /cost reports the API's figures: the whole conversation is every request the server
+    # billed, summaries included (a summary still in flight when /cost ran is not known yet).
+    whole = run.err[run.err.index("The whole conversation") :]
+    found = re.search(r"cache write ([\d,]+) · cache read ([\d,]+) ", whole)
+    assert found is not None, whole
+    written, read = (int(found.group(n).replace(",", "")) for n in (1, 2))
+    talk = [b for b in bills if b not in summaries]
+    assert sum(b.cache_read for b in talk) <= read <= sum(b.cache_read for b in bills)
+    assert written == sum(b.cache_write_5m + b.cache_write_1h for b in bills)  # summaries: none
+    calls = int(re.search(r"(\d+) summary requests?\)", whole).group(1))  # type: ignore[union-attr]
+    assert len(summaries) - 1 <= calls <= len(summaries)
     assert f"The whole conversation ({len(run.notices) + 1} sessions" in run.err
 
 

@@ -9,15 +9,18 @@ the window is refused before anything is sent, in one line, and the session goes
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import subprocess
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from fake_api import FakeAnthropicServer, ToolCall, text_reply, tool_reply
-from test_faults_kill import AgentProcess, CliPlace
+from test_faults_kill import AGENTLOOP, AgentProcess, CliPlace
 from test_faults_stream import check_store, texts
 from test_loop import Script
 
@@ -73,6 +76,21 @@ def sound(process: AgentProcess) -> None:
     assert process.error_lines() == []
 
 
+def uncached(messages: object) -> list[dict[str, object]]:
+    """Messages as the API reads them, without the prompt cache's markers (the store has none)."""
+    assert isinstance(messages, list)
+    return [
+        {
+            **message,
+            "content": [
+                {k: v for k, v in block.items() if k != "cache_control"}
+                for block in message["content"]
+            ],
+        }
+        for message in messages
+    ]
+
+
 def tool_results(body: dict[str, object]) -> list[dict[str, object]]:
     messages = body["messages"]
     assert isinstance(messages, list)
@@ -115,7 +133,7 @@ def test_non_utf8_stdin_file_names_and_output_carry_replacements_and_agree(agent
     assert ran.startswith("out: caf\ufffd\ncaf\ufffd.txt\n")  # command output: replaced
     # What the model received is what the store holds, byte for byte.
     stored = agent.stored_params()
-    assert stored[:-1] == sent[-1]["messages"]
+    assert stored[:-1] == uncached(sent[-1]["messages"])
     assert stored[-1] == {"role": "assistant", "content": [{"type": "text", "text": "four"}]}
     check_store(agent.store)
 
@@ -133,7 +151,7 @@ def test_non_utf8_argument_and_piped_bytes_in_print_mode(agent: Agent) -> None:
     text = body["messages"][0]["content"][0]["text"]
     assert text.startswith("explain caf\ufffd") and "piped \ufffd bytes" in text
     assert agent.stored_params() == [
-        *body["messages"],
+        *uncached(body["messages"]),
         {"role": "assistant", "content": [{"type": "text", "text": "answered"}]},
     ]
 
@@ -233,3 +251,47 @@ def test_a_5mb_pipe_in_print_mode_is_refused_and_nothing_is_sent(agent: Agent) -
     no_request_carries(agent.server, "lorem ipsum dolor")
     if agent.store.exists():
         assert check_store(agent.store).sessions == 0  # nothing kept
+
+
+PEAK_MEMORY_MB = 350
+"""A bound far above the process's own size (about 130 MB with the SDK and the tokenizer) and
+far below what tokenizing a 10 MB line whole took (633 MB): it is refused from its size."""
+
+
+def peak_memory_run(agent: Agent, args: list[str], stdin: bytes) -> tuple[int, float, str]:
+    """Run the console script to its end: its exit code, its peak memory (MB, from the
+    kernel's accounting of this one child) and its stderr."""
+    process = subprocess.Popen(
+        [str(AGENTLOOP), *args],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        cwd=agent.workspace,
+        env=agent.env(),
+    )
+    stdin_pipe, stderr_pipe = process.stdin, process.stderr
+    assert stdin_pipe is not None and stderr_pipe is not None
+    errors: list[bytes] = []
+    reader = threading.Thread(target=lambda: errors.append(stderr_pipe.read()))
+    reader.start()
+    with contextlib.suppress(BrokenPipeError):
+        stdin_pipe.write(stdin)
+        stdin_pipe.close()
+    _, status, usage = os.wait4(process.pid, 0)  # this child's own peak, not its siblings'
+    process.returncode = os.waitstatus_to_exitcode(status)
+    reader.join()
+    return process.returncode, usage.ru_maxrss / 1024, errors[0].decode("utf-8", "replace")
+
+
+def test_a_10mb_line_is_refused_from_its_size_in_bounded_memory(agent: Agent) -> None:
+    agent.script.add(text_reply("after answer"))
+    line = ("lorem ipsum dolor sit amet " * 400_000)[:10_000_000].encode()
+
+    code, peak, err = peak_memory_run(agent, ["--context-window", WINDOW], line + b"\nafter\n")
+
+    assert "Traceback" not in err, err
+    assert code == 1
+    assert "more than the model's 6,000-token window: it was not sent" in err
+    assert peak < PEAK_MEMORY_MB, f"peaked at {peak:.0f} MB"
+    assert len(agent.script.conversation) == 1  # the next line went on
+    no_request_carries(agent.server, "lorem ipsum dolor")

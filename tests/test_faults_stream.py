@@ -464,7 +464,9 @@ def test_a_summary_cut_short_falls_back_to_the_digest_and_the_conversation_goes_
 ) -> None:
     script = cli.script
     assert isinstance(script, FaultyScript)
-    script.summary_replies = [dropped_reply("summary", reset=True) for _ in range(3)]
+    # Every summary request is cut (those prepared in the background too, and the SDK's
+    # retries of each).
+    script.summary_replies = [dropped_reply("summary", reset=True) for _ in range(30)]
     for n in range(4):
         script.add(text_reply(filler(f"answer {n}", 200)))
     script.add(text_reply("after compaction"))

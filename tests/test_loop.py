@@ -135,6 +135,10 @@ class Script:
 
     def __init__(self, summary: str = SUMMARY) -> None:
         self.summary = summary
+        self.summary_delay = 0.0
+        """Seconds each summary reply takes (a summarizer is slower than a turn)."""
+        self.summary_reply: ReplySpec | None = None
+        """Answer summary requests with this instead (an error, say)."""
         self.replies: deque[ReplySpec] = deque()
         self.conversation: list[dict[str, Any]] = []
         self.summaries: list[dict[str, Any]] = []
@@ -142,7 +146,9 @@ class Script:
     def __call__(self, body: dict[str, Any]) -> ReplySpec:
         if is_summary_request(body):
             self.summaries.append(body)
-            return text_reply(self.summary)
+            if self.summary_reply is not None:
+                return self.summary_reply
+            return text_reply(self.summary, delay=self.summary_delay)
         self.conversation.append(body)
         return self.replies.popleft() if self.replies else text_reply("done")
 
@@ -198,7 +204,10 @@ def make_loop(
     enabled: bool = True,
     max_retries: int = 0,
     tools: Sequence[Any] = (NOTE_TOOL,),
+    prepare_at: float | None = None,
 ) -> tuple[AgentLoop, Script, Recorder]:
+    """A loop on the fake API; ``prepare_at`` None (these tests' default): every summary is
+    written at the trigger (the prepared path has its own tests)."""
     script = Script()
     fake_api.handler = script
     model = AnthropicModel(api_key="test-key", base_url=fake_api.base_url, max_retries=max_retries)
@@ -207,7 +216,7 @@ def make_loop(
         context_window=window,
         model=model,
         max_output_tokens=512,
-        settings=CompactionSettings(enabled=enabled),
+        settings=CompactionSettings(enabled=enabled, prepare_at=prepare_at),
     )
     recorder = Recorder(script)
     loop = AgentLoop(
@@ -559,19 +568,28 @@ def test_async_turns_through_several_compactions(
 
 
 def test_a_loop_refuses_an_invalid_history_when_it_is_built() -> None:
-    """A damaged history (two assistant messages in a row) is named at once, not mid-turn; and
-    the compacter shares the loop's checks, so it does not check the history again."""
+    """A damaged history (a tool result that answers no call) is named at once, not mid-turn;
+    two messages of one role in a row are not damage (the API combines them: so does the loop);
+    and the compacter shares the loop's checks, so it does not check the history again."""
     from agentloop import MessageValidationError
     from agentloop.testing import FunctionModel
 
     def say(text: str, role: Literal["user", "assistant"] = "user") -> Message:
         return Message(role=role, content=({"type": "text", "text": text},))
 
+    orphan = Message.from_param(
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": "toolu_gone", "content": "x"}],
+        }
+    )
     model = FunctionModel(lambda _request: "ok")
     compacter = ConversationCompacter(model_name=MODEL, context_window=10_000, model=model)
-    bad = [say("hi"), say("a", "assistant"), say("b", "assistant")]
-    with pytest.raises(MessageValidationError, match=r"message 2 .*alternate"):
+    bad = [say("hi"), say("a", "assistant"), orphan]
+    with pytest.raises(MessageValidationError, match=r"message 2 .*toolu_gone answers no"):
         AgentLoop(model=model, model_name=MODEL, compacter=compacter, messages=bad)
-    good = [say("hi"), say("hello", "assistant"), say("more")]
-    loop = AgentLoop(model=model, model_name=MODEL, compacter=compacter, messages=good)
+    twice = [say("hi"), say("a", "assistant"), say("b", "assistant"), say("more")]
+    loop = AgentLoop(model=model, model_name=MODEL, compacter=compacter, messages=twice)
+    assert [m.role for m in loop.messages] == ["user", "assistant", "user"]
+    assert [b["text"] for b in loop.messages[1].content] == ["a", "b"]
     assert compacter.validator is loop._validator

@@ -46,6 +46,7 @@ import psycopg  # noqa: E402  (only once the server is known to answer)
 from psycopg import sql  # noqa: E402
 
 from sessions import PostgresSessionStore  # noqa: E402
+from sessions._postgres_schema import MIGRATIONS  # noqa: E402
 
 
 def raw(statement: str, *params: Any) -> list[tuple[Any, ...]]:
@@ -78,8 +79,9 @@ def test_the_store_type_and_its_schema(url: str, schema: str) -> None:
     tables = {
         row[0] for row in raw("SELECT tablename FROM pg_tables WHERE schemaname = %s", schema)
     }
-    assert {"sessions", "messages", "compactions", "lineages", "leases"} <= tables
-    assert raw(f"SELECT name FROM {schema}.agentloop_migrations") == [("m001_initial",)]
+    assert {"sessions", "messages", "compactions", "lineages", "leases", "message_search"} <= tables
+    applied = raw(f"SELECT name FROM {schema}.agentloop_migrations ORDER BY name")
+    assert applied == [("m001_initial",), ("m002_search_index",)]
     with open_store(url.replace("postgresql://", "postgres://")) as again:
         assert again.get_session(session.id) == session
     # The server trusts 127.0.0.1, so any password works; none is ever shown.
@@ -180,7 +182,9 @@ def test_two_first_openers_create_the_schema_once(url: str, schema: str) -> None
     for thread in threads:
         thread.join()
     assert errors == []
-    assert raw(f"SELECT count(*) FROM {schema}.agentloop_migrations") == [(1,)]
+    # Each migration ran once (the search index's backfill too), by whichever opener won.
+    applied = raw(f"SELECT name FROM {schema}.agentloop_migrations ORDER BY name")
+    assert applied == [(name,) for name, _ in MIGRATIONS]
     for store in stores:
         store.close()
 

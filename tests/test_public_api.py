@@ -24,14 +24,16 @@ AGENTLOOP_API = {
     "ModelLimits", "ModelRequest", "ModelResponse", "PreservedStateHook", "PromptTooLongError",
     "RecentFiles", "SummaryInfo", "TokenEstimator", "Tool", "ToolResult", "TurnResult", "Usage",
     "__version__", "as_messages", "choose_tail_start", "is_safe_boundary",
-    "message_from_response", "prune_tool_outputs", "recent_files_hook", "to_params",
-    "validate_messages", "validate_threshold",
+    "message_from_response", "prune_tool_outputs", "recent_files_hook", "search_history_tool",
+    "to_params",
+    "validate_messages", "validate_threshold", "with_cache_breakpoints",
 }  # fmt: skip
 
 SESSIONS_API = {
     "AmbiguousSessionIdError", "CompactionEntry", "CompactionError", "CompactionRecord",
     "CompactionStrategy", "Conversation", "CopyReport", "InvalidSessionIdError", "Lease",
-    "LineageExport", "NewMessage", "PostgresSessionStore", "Role", "Session",
+    "LineageExport", "NewMessage", "PostgresSessionStore", "Role", "SearchHit",
+    "SearchQueryError", "Session",
     "SessionCompactedError", "SessionError", "SessionLeasedError", "SessionNotFoundError",
     "SessionStatus", "SessionStore", "SqliteSessionStore", "StoreBusyError",
     "StoreConnectionError", "StoreCorruptError", "StoreError", "StoreMissingError",

@@ -157,7 +157,9 @@ class Compacted:
 
     @property
     def params(self) -> list[dict[str, Any]] | None:
-        return None if self.transition is None else self.transition.compacted_params
+        if self.transition is None:
+            return None
+        return [dict(p) for p in self.transition.compacted_params]
 
     @property
     def tail_start(self) -> int:
@@ -286,7 +288,7 @@ def test_end_to_end_the_api_counts_the_compacted_context_under_the_trigger(
         max_tokens=MAX_OUTPUT,
         system=transcript.system,
         tools=transcript.tools,  # type: ignore[arg-type]
-        messages=transition.compacted_params,  # type: ignore[arg-type]
+        messages=transition.compacted_params,
     )
     usage = reply.usage
     counted = (
@@ -421,7 +423,7 @@ def test_three_compactions_through_dicts_give_one_summary_prefix() -> None:
             force=True,
         )
         assert transition is not None, f"compaction {round_number} did not happen"
-        params = transition.compacted_params
+        params = [dict(p) for p in transition.compacted_params]
         assert all(isinstance(m, dict) for m in params)
         validate_messages(as_messages(params), allow_pending_tool_use=False)
         text = strings(params)

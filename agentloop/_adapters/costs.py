@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from agentloop._adapters.store import SUMMARY_USAGE
 from agentloop._core.messages import Usage
 from agentloop._core.pricing import NO_BILL, Bill, Price, bill
-from sessions import Session, SessionStore
+from agentloop._sessions import Session, SessionStore
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,7 +7,7 @@ from typing import Any
 from agentloop._core.effects import AppendMessages, CreateSession, SaveTransition
 from agentloop._core.messages import Message, MessageParam, SummaryInfo, Usage
 from agentloop._core.results import CompactionSummary
-from sessions import Lease, NewMessage, SessionStore, StoredMessage
+from agentloop._sessions import Lease, NewMessage, SessionStore, StoredMessage
 
 SUMMARY_USAGE = "compaction_usage"
 """The child session's metadata key for what the summary requests of the compaction that made
@@ -15,13 +15,17 @@ it used (every transition sets it, so a child never inherits its parent's)."""
 
 
 def summary_usage_metadata(summary: CompactionSummary) -> dict[str, Any]:
-    """What a transition records about its summary requests, for the child's metadata."""
+    """What a transition records about its summary requests, for the child's metadata: every
+    request billed since the previous compaction (those prepared in the background and thrown
+    away included, so the cost shown is the whole bill)."""
     return {
         SUMMARY_USAGE: {
-            **summary.summary_usage.to_dict(),
-            "calls": summary.summary_calls,
+            **(summary.summary_usage + summary.discarded_usage).to_dict(),
+            "calls": summary.summary_calls + summary.discarded_calls,
             "model": summary.summary_model or summary.model,
             "continued": summary.summary_continued,
+            "prepared": summary.prepared,
+            "discarded_calls": summary.discarded_calls,
         }
     }
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import math
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -44,6 +44,9 @@ TOOL_DEFINITION_OVERHEAD = 8
 SYSTEM_OVERHEAD = 4
 
 _CACHE_LIMIT = 64
+_PIECE_CHARS = 100_000
+"""Texts longer than this are counted in pieces of about this size, cut before a whitespace
+(where tiktoken's pre-tokenizer starts a new token anyway): memory stays bounded."""
 
 _encoding: tiktoken.Encoding | None = None
 _encoding_lock = threading.Lock()
@@ -89,10 +92,42 @@ class TokenEstimator:
         self._blocks = _BlockCounter(self)
 
     def count_text(self, text: str) -> int:
-        """Tokens in ``text``; special-token strings such as ``<|endoftext|>`` are plain text."""
+        """Tokens in ``text``; special-token strings such as ``<|endoftext|>`` are plain text.
+        A long text is counted piece by piece, so its tokens are never all in memory at once."""
+        return self.count_text_within(text, None)[0]
+
+    def count_text_within(self, text: str, limit: int | None) -> tuple[int, bool]:
+        """Tokens in ``text``, counted piece by piece and stopped once past ``limit`` (None: no
+        limit): ``(count, whole)``; a count that stopped early is more than ``limit``."""
         if not text:
-            return 0
-        return len(get_encoding().encode_ordinary(text))
+            return 0, True
+        encode = get_encoding().encode_ordinary
+        if len(text) <= _PIECE_CHARS:
+            return len(encode(text)), True
+        total = 0
+        for piece in _pieces(text):
+            total += len(encode(piece))
+            if limit is not None and total > limit:
+                return total, False
+        return total, True
+
+    def count_message_within(self, message: Message, limit: int) -> tuple[int, bool]:
+        """:meth:`count_message`, stopped once past ``limit``: ``(count, whole)`` (a huge
+        message is refused from its size, never tokenized whole)."""
+        total = MESSAGE_OVERHEAD
+        last = len(message.content) - 1
+        for index, block in enumerate(message.content):
+            text = block.get("text")
+            if block.get("type") == "text" and isinstance(text, str):
+                tokens, whole = self.count_text_within(text, limit - total)
+                total += BLOCK_OVERHEAD + tokens
+                if not whole:
+                    return total, False
+            else:
+                total += self._count_block(block)
+            if total > limit and index < last:
+                return total, False
+        return total, True
 
     def count_message(self, message: Message) -> int:
         """Estimated tokens of one message: role overhead plus every content block."""
@@ -194,6 +229,21 @@ class _BlockCounter(BlockRenderer[int]):
         # Server tool results, search results...: their JSON, minus bookkeeping.
         rest = {k: v for k, v in block.items() if k not in ("type", "cache_control", "citations")}
         return BLOCK_OVERHEAD + self.estimator.count_text(_json(rest))
+
+
+def _pieces(text: str) -> Iterator[str]:
+    """``text`` in consecutive pieces of at most ``_PIECE_CHARS`` characters, each cut before
+    a whitespace near its end when there is one."""
+    start = 0
+    while start < len(text):
+        end = min(start + _PIECE_CHARS, len(text))
+        if end < len(text):
+            floor = end - _PIECE_CHARS // 10
+            cut = max(text.rfind(" ", floor, end), text.rfind("\n", floor, end))
+            if cut > start:
+                end = cut
+        yield text[start:end]
+        start = end
 
 
 def _json(value: Any) -> str:

@@ -9,9 +9,10 @@ resumed session behaves the same.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentloop._agent.instructions import load_instructions, user_config_dir
 from agentloop._agent.recent_files import (
@@ -30,10 +31,14 @@ from agentloop._core.model import AsyncModel, Model, ModelResponse
 from agentloop._core.results import CompactionOutcome, CompactionTransition
 from agentloop._core.tool import ToolResult
 from agentloop._core.validation import DEFAULT_MAX_TOKENS
-from agentloop._errors import AgentloopError
+from agentloop._errors import AgentloopError, StoreWriteError
 from agentloop._loop.agent_loop import AgentLoop, LoopEvents, TurnResult
 from agentloop._loop.compacter import ConversationCompacter
-from sessions import Lease, SessionStore
+from agentloop._sessions import Lease, SessionStore, workspace_key
+
+if TYPE_CHECKING:
+    from agentloop._adapters.costs import CostReport
+    from agentloop._core.pricing import Price
 
 SYSTEM_PROMPT = """\
 You are agentloop, a careful and competent coding agent working in the user's project \
@@ -56,7 +61,8 @@ test passes unless you ran it.
 Long conversations are compacted automatically: earlier messages may be replaced by a \
 structured summary, with the todo list, recent tool calls and the current contents of the \
 files you touched most recently preserved. Trust the summary and the preserved state, and \
-re-read other files when you need exact contents.
+re-read other files when you need exact contents. Nothing is lost: when you need a detail from \
+before a compaction that the summary left out, look it up with search_history.
 """
 
 DEFAULT_INSTRUCTIONS_FRACTION = 0.10
@@ -66,7 +72,7 @@ DEFAULT_INSTRUCTIONS_FRACTION = 0.10
 def system_prompt(workspace: Path, instructions: str = "") -> str:
     """Byte-stable for a workspace and its instruction files (no dates or counters), so prompt
     caching keeps working."""
-    base = SYSTEM_PROMPT.format(workspace=workspace)
+    base = SYSTEM_PROMPT.format(workspace=workspace_key(workspace))
     return f"{base}\n{instructions}\n" if instructions else base
 
 
@@ -144,6 +150,7 @@ class CodingAgent:
         the model ``context_status`` and ``compact_context``. ``lease`` is this writer's lease
         on the resumed session; a new session is leased to ``lease_owner``."""
         from agentloop._adapters.tokens import Calibration
+        from agentloop._agent.search_history import search_history_tool
         from agentloop._agent.tools import TodoList, ToolHistory, coding_tools
 
         self.store = store
@@ -207,13 +214,15 @@ class CodingAgent:
             count_tokens=self._count_tokens,
         )
         tools = coding_tools(space, approve=approve, todos=self.todos)
+        # Follows the conversation into every child session: the lineage is what it searches.
+        tools.append(search_history_tool(store, lambda: self.loop.session_id))
         self.loop = AgentLoop(
             model=model,
             model_name=model_name,
             compacter=self.compacter,
             store=store,
             session_id=resume_id,
-            workspace=str(workspace),
+            workspace=workspace_key(workspace),
             messages=messages,
             system=system_prompt(workspace, self.instructions.render()),
             tools=tools,
@@ -227,6 +236,17 @@ class CodingAgent:
     @property
     def session_id(self) -> str:
         return self.loop.session_id
+
+    def cost(
+        self, prices: Mapping[str, Price] | None = None
+    ) -> tuple[CostReport, CostReport] | None:
+        """What this session and the whole conversation (across its compactions) were billed,
+        from the usage the API reported; None before the session is saved."""
+        if not self.loop.saved:
+            return None
+        from agentloop._adapters.costs import conversation_cost
+
+        return conversation_cost(self.store, self.session_id, prices)
 
     def _count_tokens(self, text: str) -> int:
         """Tokens of ``text`` as the compacter measures the system prompt (calibrated)."""
@@ -258,12 +278,17 @@ class CodingAgent:
     def run_turn(self, text: str) -> TurnResult:
         if not self.loop.saved:
             # Like other agents: the first request names the session in listings.
-            self.loop.title = " ".join(text.split())[:60]
+            # (From its start only: a huge message is not split whole into words.)
+            self.loop.title = " ".join(text[:1000].split())[:60]
         try:
             return self.loop.run_turn(text)
         except KeyboardInterrupt:
-            # Interrupted mid-turn: what was said and done so far is stored all the same.
-            self.loop.flush()
+            # Interrupted mid-turn: what was said and done so far is stored all the same
+            # (or, if the store refuses it, kept in memory: ``loop.unsaved`` says so), and
+            # nothing is left running in the background.
+            self.loop.close()
+            with contextlib.suppress(StoreWriteError):
+                self.loop.flush()
             raise
         finally:
             self.save_state()
@@ -300,8 +325,8 @@ class CodingAgent:
     def save_state(self) -> None:
         """Todos, tool history, recent files, instructions and calibration live in session
         metadata, so resume restores them."""
-        if not self.loop.saved:
-            return  # nothing was said yet: no session to keep
+        if not self.loop.saved or self.loop.unsaved:
+            return  # nothing was said yet, or the store refuses writes: saved with the next
         calibration = self.compacter.calibration
         metadata: dict[str, Any] = {
             "todos": self.todos.to_dict(),

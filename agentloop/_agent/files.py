@@ -31,6 +31,7 @@ from agentloop._agent.base import (
     optional_int,
     required_str,
 )
+from agentloop._agent.secrets import redact
 from agentloop._agent.workspace import Workspace
 from agentloop._core.tool import ToolResult
 
@@ -116,8 +117,8 @@ class ReadFileTool(CodingTool):
             if line_no < offset:
                 continue
             text = decode_line(raw)
-            if cut or len(text) > READ_MAX_LINE_CHARS:
-                text = text[:READ_MAX_LINE_CHARS] + " … [line cut]"
+            if cut or len(text) > READ_MAX_LINE_CHARS:  # redacted before the cut, not after
+                text = redact(text)[:READ_MAX_LINE_CHARS] + " … [line cut]"
             entry = f"{line_no:6d}\t{text}"
             if lines and size + len(entry) + 1 > READ_MAX_CHARS:
                 capped = True

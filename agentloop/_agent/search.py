@@ -12,6 +12,7 @@ from typing import IO, Any
 from agentloop._agent.base import (
     BINARY_SNIFF_BYTES,
     CodingTool,
+    InputError,
     decode_line,
     is_binary_data,
     iter_lines,
@@ -20,6 +21,8 @@ from agentloop._agent.base import (
     required_str,
 )
 from agentloop._agent.files import not_regular
+from agentloop._agent.limited import SEARCH_MAX_TIMEOUT, SEARCH_TIMEOUT, run_limited, time_limit
+from agentloop._agent.secrets import redact
 from agentloop._agent.workspace import Workspace, WorkspaceError
 from agentloop._core.tool import ToolResult
 
@@ -146,6 +149,12 @@ _LIST_DESCRIPTION = (
     "depth, '*.py' only directly in the directory. Skips .git, __pycache__, .venv and "
     f"node_modules. At most {LIST_MAX_FILES} paths."
 )
+_TIMEOUT_SCHEMA: dict[str, Any] = {
+    "type": "number",
+    "exclusiveMinimum": 0,
+    "maximum": SEARCH_MAX_TIMEOUT,
+    "description": f"Seconds before the search is stopped (default {SEARCH_TIMEOUT:g}).",
+}
 _LIST_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
@@ -157,17 +166,49 @@ _LIST_SCHEMA: dict[str, Any] = {
             "type": "string",
             "description": "Directory to search, relative to the workspace (default: its root).",
         },
+        "timeout": _TIMEOUT_SCHEMA,
     },
     "additionalProperties": False,
 }
 
 
-class ListFilesTool(CodingTool):
-    def __init__(self, workspace: Workspace) -> None:
-        super().__init__("list_files", _LIST_DESCRIPTION, _LIST_SCHEMA)
+class _LimitedSearch(CodingTool):
+    """A search that runs in a child process with a time limit (:mod:`.limited`) unless
+    ``limited`` is false (the child itself, or where no child can be started)."""
+
+    def __init__(
+        self,
+        name: str,
+        description: str,
+        schema: dict[str, Any],
+        workspace: Workspace,
+        *,
+        limited: bool = True,
+    ) -> None:
+        super().__init__(name, description, schema)
         self._workspace = workspace
+        self._limited = limited
 
     def _run(self, tool_input: Mapping[str, Any]) -> ToolResult:
+        try:
+            timeout = time_limit(tool_input)
+        except ValueError as error:
+            raise InputError(str(error)) from None
+        if self._limited:
+            result = run_limited(self.name, self._workspace.root, tool_input, timeout)
+            if result is not None:
+                return result
+        return self._search(tool_input)
+
+    def _search(self, tool_input: Mapping[str, Any]) -> ToolResult:
+        raise NotImplementedError
+
+
+class ListFilesTool(_LimitedSearch):
+    def __init__(self, workspace: Workspace, *, limited: bool = True) -> None:
+        super().__init__("list_files", _LIST_DESCRIPTION, _LIST_SCHEMA, workspace, limited=limited)
+
+    def _search(self, tool_input: Mapping[str, Any]) -> ToolResult:
         pattern = optional_str(tool_input, "pattern", "**/*").strip()
         base = self._workspace.resolve(optional_str(tool_input, "path", "."))
         rel_base = self._workspace.relative(base)
@@ -218,18 +259,18 @@ _GREP_SCHEMA: dict[str, Any] = {
         },
         "glob": {"type": "string", "description": "Only search files matching this glob."},
         "case_insensitive": {"type": "boolean", "description": "Ignore case (default false)."},
+        "timeout": _TIMEOUT_SCHEMA,
     },
     "required": ["pattern"],
     "additionalProperties": False,
 }
 
 
-class GrepTool(CodingTool):
-    def __init__(self, workspace: Workspace) -> None:
-        super().__init__("grep", _GREP_DESCRIPTION, _GREP_SCHEMA)
-        self._workspace = workspace
+class GrepTool(_LimitedSearch):
+    def __init__(self, workspace: Workspace, *, limited: bool = True) -> None:
+        super().__init__("grep", _GREP_DESCRIPTION, _GREP_SCHEMA, workspace, limited=limited)
 
-    def _run(self, tool_input: Mapping[str, Any]) -> ToolResult:
+    def _search(self, tool_input: Mapping[str, Any]) -> ToolResult:
         pattern = required_str(tool_input, "pattern")
         base = self._workspace.resolve(optional_str(tool_input, "path", "."))
         glob = optional_str(tool_input, "glob", "").strip()
@@ -280,8 +321,7 @@ class GrepTool(CodingTool):
                         )
                         return ToolResult("\n".join(results))
                     results.append(
-                        f"{self._workspace.relative(file)}:{line_no}: "
-                        f"{_excerpt(text, found.start())}"
+                        f"{self._workspace.relative(file)}:{line_no}: {_excerpt(text, found)}"
                     )
         if not results:
             where = f" in files matching {glob!r}" if glob and not base.is_file() else ""
@@ -312,7 +352,16 @@ class GrepTool(CodingTool):
         return handle
 
 
-def _excerpt(text: str, match_start: int) -> str:
+def _excerpt(text: str, found: re.Match[str]) -> str:
+    """The line, or the part of it around the match when it is long (redacted before it is
+    cut: a secret across the cut is never half shown)."""
+    match_start = found.start()
+    if len(text) > GREP_MAX_LINE_CHARS:
+        redacted = redact(text)
+        if redacted != text:
+            again = found.re.search(redacted)
+            match_start = again.start() if again is not None else min(match_start, len(redacted))
+            text = redacted
     text = text.strip()
     if len(text) <= GREP_MAX_LINE_CHARS:
         return text

@@ -22,7 +22,7 @@ from typing import Any, TypeAlias
 
 from agentloop._agent.base import CodingTool, InputError, required_str
 from agentloop._agent.reaper import GroupWatch
-from agentloop._agent.secrets import scrubbed_environment
+from agentloop._agent.secrets import REDACT_MARGIN, redact, scrubbed_environment
 from agentloop._agent.workspace import Workspace
 from agentloop._core.tool import ToolResult
 
@@ -94,32 +94,40 @@ _RUN_SCHEMA: dict[str, Any] = {
 
 
 class _HeadTail:
-    """Keeps the first and last ``limit // 2`` bytes of a stream of any length."""
+    """Keeps the first and last ``limit // 2`` bytes of a stream of any length — and
+    ``REDACT_MARGIN`` bytes more on each side, so that a secret the cut goes through is still
+    seen whole, and redacted, before the cut is made (:meth:`text`)."""
 
     def __init__(self, limit: int) -> None:
         self._half = max(1, limit // 2)
+        self._keep = self._half + REDACT_MARGIN
         self._head = bytearray()
         self._tail = bytearray()
         self.total = 0
 
     def add(self, chunk: bytes) -> None:
         self.total += len(chunk)
-        room = self._half - len(self._head)
+        room = self._keep - len(self._head)
         if room > 0:
             self._head += chunk[:room]
             chunk = chunk[room:]
         if chunk:
             self._tail += chunk
-            if len(self._tail) > self._half:
-                del self._tail[: len(self._tail) - self._half]
+            if len(self._tail) > self._keep:
+                del self._tail[: len(self._tail) - self._keep]
 
     def text(self) -> str:
-        kept = len(self._head) + len(self._tail)
-        head = self._head.decode("utf-8", errors="replace")
-        tail = self._tail.decode("utf-8", errors="replace")
-        if kept >= self.total:
-            return head + tail
-        return f"{head}\n… [{self.total - kept:,} bytes of output omitted] …\n{tail}"
+        head, tail = bytes(self._head), bytes(self._tail)
+        if self.total <= 2 * self._half:
+            return redact((head + tail).decode("utf-8", errors="replace"))
+        if len(head) + len(tail) >= self.total:  # all of it is here: cut it as a stream
+            whole = head + tail
+            head, tail = whole[: self._keep], whole[-self._keep :]
+        # Redacted first, then cut: a secret across the cut is replaced, never half shown.
+        shown_head = redact(head.decode("utf-8", errors="replace"))[: self._half]
+        shown_tail = redact(tail.decode("utf-8", errors="replace"))[-self._half :]
+        omitted = self.total - 2 * self._half
+        return f"{shown_head}\n… [{omitted:,} bytes of output omitted] …\n{shown_tail}"
 
 
 class RunCommandTool(CodingTool):

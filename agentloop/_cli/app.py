@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from agentloop._cli.ui import TerminalUI
     from agentloop._core.model import AsyncModel, Model
     from agentloop._core.settings import StrategyName
-    from sessions import SessionStore
+    from agentloop._sessions import SessionStore
 
 MIN_CONVERSATION_TOKENS = 1_000
 """Room a window must leave beside the system prompt and tools for the conversation itself."""
@@ -83,6 +83,11 @@ def _no_key_message() -> str:
 def run_agent(options: AgentOptions, *, stdin: TextIO | None = None) -> int:
     """``agentloop [options]``: the coding agent on the Anthropic API (key from the
     environment), reading messages from ``stdin`` (default: the process's)."""
+    from agentloop._agent.secrets import hide_from_children
+
+    # Before any thread starts: the agent's commands cannot read its credentials from
+    # /proc/<pid>/environ (they still work here; the commands get none of them).
+    hide_from_children()
     api_key = os.environ.get("ANTHROPIC_API_KEY") or os.environ.get("ANTHROPIC_AUTH_TOKEN")
     base_url = os.environ.get("ANTHROPIC_BASE_URL")
     if not api_key and not base_url:
@@ -97,12 +102,39 @@ def run_agent(options: AgentOptions, *, stdin: TextIO | None = None) -> int:
     from agentloop._adapters.anthropic import AnthropicModel, fetch_model_limits
 
     ui = make_ui(options, stdin)
-    model = AnthropicModel(api_key=api_key or "no-key", base_url=base_url, on_retry=ui.on_retry)
+    model = AnthropicModel(
+        api_key=api_key or "no-key",
+        base_url=base_url,
+        on_retry=ui.on_retry,
+        stream_timeout=stream_timeout(),
+    )
 
     def fetch(name: str) -> tuple[int | None, int | None]:
         return fetch_model_limits(name, api_key=api_key or "no-key", base_url=base_url)
 
     return run_session(options, model, fetch=fetch, stdin=stdin, ui=ui)
+
+
+STREAM_TIMEOUT_ENV = "AGENTLOOP_STREAM_TIMEOUT"
+
+
+def stream_timeout() -> float:
+    """Seconds a streamed reply may send nothing before it counts as stalled (and is asked
+    again): ``$AGENTLOOP_STREAM_TIMEOUT``, else the adapter's default."""
+    from agentloop._adapters.anthropic import STREAM_TIMEOUT
+
+    text = os.environ.get(STREAM_TIMEOUT_ENV, "").strip()
+    if not text:
+        return STREAM_TIMEOUT
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = 0.0
+    if not 0 < seconds < float("inf"):
+        raise ConfigurationError(
+            f"{STREAM_TIMEOUT_ENV} must be a number of seconds above 0, not {text!r}"
+        )
+    return seconds
 
 
 def make_ui(options: AgentOptions, stdin: TextIO) -> TerminalUI:
@@ -131,7 +163,7 @@ def run_session(
     :class:`AgentloopError`\\ s.
     """
     from agentloop._cli.store import Lease, open_cli_store
-    from sessions import SessionError
+    from agentloop._sessions import SessionError
 
     try:
         store = open_cli_store(options.store)
@@ -182,7 +214,7 @@ def _run(
     from agentloop._adapters.windows import ContextWindowResolver
     from agentloop._cli.resume import orientation, resolve_start
     from agentloop._cli.ui import indicator
-    from sessions import default_store_path
+    from agentloop._sessions import default_store_path
 
     workspace = (options.workspace or Path.cwd()).resolve()
     first = _message(options, stdin)
@@ -233,8 +265,9 @@ def _run(
         else:
             code = _interactive(options, agent, ui, stdin, first, kept, lease)
     finally:
+        agent.loop.close()  # nothing left running in the background (what it prepared: counted)
         _forget_if_empty(agent, store, start, kept, lease)
-    if code and options.print_mode and kept():
+    if code and options.print_mode and kept() and not agent.loop.unsaved:
         sid = agent.session_id[:8]
         print(
             f"(session {sid} is saved; continue with `agentloop --resume {sid}`)", file=sys.stderr
@@ -281,6 +314,8 @@ def _build_agent(
             strategy=options.strategy,
             standing_instructions=summary_instructions(options, workspace),
             summary_model=options.compaction_model,
+            # One turn and the process ends: a summary prepared ahead could never be applied.
+            prepare_at=None if options.print_mode else CompactionSettings().prepare_at,
         ),
         approve=approve,
         events=ui,
@@ -366,7 +401,7 @@ def _interactive(
         # Ended from outside: unwind, so the terminal gets its echo back and the lease goes.
         signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
         signal.signal(signal.SIGHUP, lambda signum, frame: sys.exit(128 + signum))
-        from sessions import default_store_path
+        from agentloop._sessions import default_store_path
 
         terminal = _terminal(stdin)
         # The prompt is drawn where the user sees it, even with one stream redirected.
@@ -386,7 +421,14 @@ def _interactive(
         banner = f"agentloop · {agent.workspace} · /help for commands and keys"
         print(banner, file=sys.stderr)
     else:
-        repl = Repl(agent, ui, PipeReader(stdin), echo_input=options.echo_input, kept=kept)
+        repl = Repl(
+            agent,
+            ui,
+            PipeReader(stdin),
+            echo_input=options.echo_input,
+            kept=kept,
+            stop_when_unsaved=True,
+        )
         repl.show_context = options.echo_input
     repl.after_turn = lambda: lease.follow(agent.session_id if agent.loop.saved else None)
     if tty:
@@ -394,7 +436,13 @@ def _interactive(
 
         prewarm(tokenizer=False)
     code = repl.run(first)
-    if tty and kept():
+    if agent.loop.unsaved:
+        print(
+            f"agentloop: warning: the end of session {agent.session_id[:8]} was not saved (the "
+            "store refused the writes)",
+            file=sys.stderr,
+        )
+    elif tty and kept():
         sid = agent.session_id[:8]
         print(
             f"Session {sid} saved · continue with `agentloop --continue` "
@@ -415,7 +463,7 @@ def _forget_if_empty(
     leaves nothing behind: no 1-message session for ``--continue`` to find."""
     if kept() or not agent.loop.saved or start.session_id is not None:
         return
-    from sessions import SessionError
+    from agentloop._sessions import SessionError
 
     with contextlib.suppress(SessionError):  # it stays: --continue skips it all the same
         if store.get_session(agent.session_id).parent_id is None:  # never a compacted one

@@ -15,7 +15,7 @@ from agentloop._cli import render
 from agentloop._cli.render import Column
 
 if TYPE_CHECKING:
-    from sessions import Session, SessionStore
+    from agentloop._sessions import Session, SessionStore
 
 DEFAULT_LIMIT = 50
 RESUME_MARK = "◀ resume continues here"
@@ -76,7 +76,7 @@ def _title(session: Listed) -> str:
 def _plain(session: Listed) -> dict[str, object]:
     """A listed session as JSON-ready data: every field of :class:`sessions.Session`, in order
     (the plain rows have the same ones)."""
-    from sessions._sql_listing import SESSION_FIELDS
+    from agentloop._sessions import SESSION_FIELDS
 
     return {
         name: render.iso(value) if isinstance(value, datetime) else value

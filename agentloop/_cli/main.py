@@ -39,6 +39,7 @@ ENVIRONMENT = (
     ("ANTHROPIC_BASE_URL", "a compatible Messages API server instead of Anthropic's"),
     ("AGENTLOOP_STORE", "the session store: a path, sqlite:///PATH or postgresql://… (--store)"),
     ("AGENTLOOP_HOME", "where the default store, input history and model cache live"),
+    ("AGENTLOOP_STREAM_TIMEOUT", "seconds a reply may stream nothing before it is asked again"),
 )
 
 
@@ -327,7 +328,7 @@ def _main(argv: Sequence[str] | None) -> int:
         return EXIT_USAGE
     except Exception as error:
         # The store's errors (sessions knows nothing of agentloop) are user errors too.
-        from sessions import SessionError
+        from agentloop._sessions import SessionError
 
         if not isinstance(error, SessionError):
             raise

@@ -14,7 +14,7 @@ from agentloop._core.blocks import BlockRenderer, tool_result_text
 from agentloop._core.messages import Usage
 
 if TYPE_CHECKING:
-    from sessions import StoredMessage
+    from agentloop._sessions import StoredMessage
 
 SHOW_BLOCK_CHARS = 2000
 SHOW_BLOCK_LINES = 25

@@ -159,10 +159,12 @@ def run_print(
             ui.out,
             {"type": "start", "session_id": agent.session_id, "model": agent.loop.model_name},
         )
+    from agentloop._sessions import SessionError
+
     ui.begin_turn()
     try:
         result = agent.run_turn(text)
-    except AgentloopError as failure:
+    except (AgentloopError, SessionError) as failure:  # a store error too (a lost lease)
         error = str(failure)
     except KeyboardInterrupt:
         error = "interrupted"

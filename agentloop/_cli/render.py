@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, NamedTuple, TextIO
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
-    from sessions import CompactionEntry
+    from agentloop._sessions import CompactionEntry
 
 
 # ---------------------------------------------------------------------------- JSON

@@ -50,6 +50,14 @@ HELP_TEXT = (
     + TOOLS_HELP
 )
 EXIT_COMMANDS = frozenset({"/exit", "/quit"})
+NOT_SAVED = (
+    "(not saved: the store refuses writes; what was said since the last save is in memory only, "
+    "and nothing is sent to the model until the store takes it — your next message tries again)"
+)
+NOT_SAVED_STOP = (
+    "(not saved: the store refuses writes; what was said since the last save is lost, and "
+    "nothing more is sent to the model: stopping)"
+)
 
 
 @dataclass
@@ -69,7 +77,10 @@ class Repl:
     """Whether the session is kept (a new session whose model never answered is not)."""
     after_turn: Callable[[], None] = lambda: None
     """Called after every turn (the lease follows a session created by the first message)."""
+    stop_when_unsaved: bool = False
+    """Stop reading (piped input) once the store refuses a write, instead of waiting for it."""
     failures: int = 0
+    stopped: bool = False
     history: list[str] = field(default_factory=list)
 
     def run(self, first: str | None = None) -> int:
@@ -77,7 +88,7 @@ class Repl:
         turn failed, else 0."""
         if first:
             self.handle(first)
-        while True:
+        while not self.stopped:
             text = self.reader.read(self.kept_input())
             if text is None:
                 break
@@ -116,7 +127,7 @@ class Repl:
     @contextlib.contextmanager
     def _working(self) -> Iterator[None]:
         """Errors of a turn or a command become a line; Ctrl-C returns to the prompt."""
-        from sessions import SessionError
+        from agentloop._sessions import SessionError
 
         try:
             with self.busy():
@@ -125,7 +136,10 @@ class Repl:
             self.failures += 1
             self.ui.end_turn()
             print(f"agentloop: error: {error}", file=sys.stderr)
-            if isinstance(error, AgentloopError) and self.agent.loop.saved and self.kept():
+            if self.agent.loop.unsaved:  # what was shown is not stored: said, and no more sent
+                self.stopped = self.stop_when_unsaved
+                print(NOT_SAVED_STOP if self.stopped else NOT_SAVED, file=sys.stderr)
+            elif isinstance(error, AgentloopError) and self.agent.loop.saved and self.kept():
                 print(
                     f"(session {self.agent.session_id[:8]} is saved; you can continue)",
                     file=sys.stderr,
@@ -203,7 +217,7 @@ def _undo_compaction(agent: CodingAgent, rest: str) -> None:
 def _sessions(agent: CodingAgent, rest: str) -> None:
     from agentloop._cli.listing import list_command
     from agentloop._cli.sessions import current_workspace
-    from sessions import SessionError
+    from agentloop._sessions import SessionError
 
     try:
         list_command(agent.store, sys.stdout, workspace=current_workspace(str(agent.workspace)))

@@ -12,7 +12,7 @@ from agentloop._errors import AgentloopError
 
 if TYPE_CHECKING:
     from agentloop._core.messages import Message
-    from sessions import SessionStore
+    from agentloop._sessions import SessionStore
 
 EXCERPT = 100
 
@@ -32,11 +32,12 @@ def resolve_start(
 ) -> Start:
     """``--resume ID`` or ``--continue``: the newest descendant of that conversation."""
     from agentloop._cli.store import latest_conversation
+    from agentloop._sessions import workspace_key
 
     if resume is not None:
         requested = store.resolve_id(resume)
     elif continue_latest:
-        latest = latest_conversation(store, str(workspace))
+        latest = latest_conversation(store, workspace_key(workspace))
         if latest is None:
             raise AgentloopError(f"no session to continue in {workspace}")
         requested = latest.id
@@ -115,8 +116,10 @@ def orientation(
     lines = [first, *last_exchange(messages, earlier)]
     if context_line:
         lines.append(context_line)
+    from agentloop._sessions import workspace_key
+
     ran_in = start.workspace
-    if ran_in is not None and ran_in != str(here):
+    if ran_in is not None and ran_in != workspace_key(here):
         if not Path(ran_in).is_dir():
             lines.append(
                 f"warning: this session ran in {ran_in}, which no longer exists; "

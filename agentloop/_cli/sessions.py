@@ -20,11 +20,12 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, TextIO, TypeVar
 
 from agentloop._cli.listing import DEFAULT_LIMIT
+from agentloop._cli.search import SEARCH_LIMIT, SEARCH_MAX
 from agentloop._core.validation import parse_positive_int
 from agentloop._errors import AgentloopError, ConfigurationError
 
 if TYPE_CHECKING:
-    from sessions import SessionStore
+    from agentloop._sessions import SessionStore
 
 EXIT_OK = 0
 EXIT_USAGE = 2
@@ -34,7 +35,7 @@ _STORE_HELP = (
 )
 _DURATION = re.compile(r"^\s*(\d+)\s*([mhdw])\s*$")
 _UNITS = {"m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
-READING = frozenset({None, "list", "show", "tree", "export", "copy"})
+READING = frozenset({None, "list", "show", "tree", "export", "copy", "search"})
 
 P = TypeVar("P", bound=argparse.ArgumentParser)
 Command = Callable[["SessionStore", TextIO], None]
@@ -75,7 +76,7 @@ def add_parser(subparsers: argparse._SubParsersAction[P]) -> P:
     """Add ``sessions`` and its sub-commands to the ``agentloop`` parser."""
     parser = subparsers.add_parser(
         "sessions",
-        help="list, show, tree, export, delete, prune and copy stored sessions",
+        help="list, show, search, tree, export, delete, prune and copy stored sessions",
         description="Inspect and manage stored sessions. A compacted conversation continues "
         "in a child session; both are kept. IDs may be given as a unique prefix of 4+ "
         "characters.",
@@ -124,6 +125,32 @@ def add_parser(subparsers: argparse._SubParsersAction[P]) -> P:
     _store_option(show)
     _ids(show, "the session")
     show.add_argument("--json", action="store_true", help="print one JSON object")
+
+    search = commands.add_parser(
+        "search",
+        help="find what a conversation said, compacted parts included",
+        description="Full-text search of the stored messages (tool inputs and results too, "
+        "and the sessions a compaction replaced): which conversation said it, when, and an "
+        "excerpt. A message matches when it holds every word; end a word with * to match its "
+        "prefix. By default only the conversations of the current directory's workspace.",
+    )
+    _store_option(search)
+    search.add_argument("query", metavar="QUERY", help="the words to look for")
+    where = search.add_mutually_exclusive_group()
+    where.add_argument(
+        "--workspace",
+        metavar="DIR",
+        help="conversations of this directory (default: the current one)",
+    )
+    where.add_argument("--all", action="store_true", help="conversations of every workspace")
+    search.add_argument(
+        "--limit",
+        metavar="N",
+        type=_limit,
+        default=SEARCH_LIMIT,
+        help=f"show at most N matches (default {SEARCH_LIMIT}; 0 = {SEARCH_MAX})",
+    )
+    search.add_argument("--json", action="store_true", help="print a JSON array")
 
     tree = commands.add_parser(
         "tree",
@@ -204,7 +231,7 @@ def add_parser(subparsers: argparse._SubParsersAction[P]) -> P:
 def run(args: argparse.Namespace) -> int:
     """Run a parsed ``sessions`` sub-command. User errors: one line on stderr, exit code 2."""
     from agentloop._cli.store import NoStoreYet, open_cli_store
-    from sessions import SessionError
+    from agentloop._sessions import SessionError
 
     out = sys.stdout
     name: str | None = args.sessions_command
@@ -218,7 +245,10 @@ def run(args: argparse.Namespace) -> int:
                 command(store, out)
         out.flush()
     except NoStoreYet:
-        if name in (None, "list", "tree", "prune"):
+        if name == "search" and args.json:
+            out.write("[]\n")
+            return EXIT_OK
+        if name in (None, "list", "tree", "prune", "search"):
             out.write("No sessions yet.\n")
             return EXIT_OK
         print("agentloop: error: no sessions yet (there is no session store)", file=sys.stderr)
@@ -239,8 +269,7 @@ def _list(args: argparse.Namespace, location: str | None, out: TextIO) -> None:
     store classes nor pydantic (most of the command's start-up otherwise)."""
     from agentloop._cli import listing
     from agentloop._cli.store import NoStoreYet
-    from sessions import StoreMissingError
-    from sessions._listing import open_listing
+    from agentloop._sessions import StoreMissingError, open_listing
 
     workspace = None if args.all else current_workspace(args.workspace)
     limit = None if args.limit == 0 else args.limit
@@ -261,12 +290,23 @@ def _list(args: argparse.Namespace, location: str | None, out: TextIO) -> None:
 
 def _command(args: argparse.Namespace) -> Command:
     """The parsed sub-command as a call on an open store and the output stream."""
-    from agentloop._cli import listing, transcript
+    from agentloop._cli import listing, search, transcript
 
     name: str | None = args.sessions_command
     as_json: bool = args.json
     if name == "show":
         return lambda store, out: transcript.show_command(store, out, args.id, as_json=as_json)
+    if name == "search":
+        workspace = None if args.all else current_workspace(args.workspace)
+        return lambda store, out: search.search_command(
+            store,
+            out,
+            args.query,
+            workspace=workspace,
+            limit=args.limit or SEARCH_MAX,
+            as_json=as_json,
+            location=getattr(args, "store", None),
+        )
     if name == "tree":
         here = current_workspace()
         return lambda store, out: listing.tree_command(
@@ -292,7 +332,7 @@ def _command(args: argparse.Namespace) -> Command:
 
 def current_workspace(directory: str | None = None) -> str:
     """The workspace key of ``directory`` (default: the current directory)."""
-    from sessions import workspace_key
+    from agentloop._sessions import workspace_key
 
     return workspace_key(directory)
 
@@ -395,7 +435,7 @@ def copy_command(store: SessionStore, out: TextIO, target: str) -> None:
     """Copy everything in ``store`` to the store at ``target``; print what was done."""
     from agentloop._cli import render
     from agentloop._cli.store import open_cli_store
-    from sessions import copy_store
+    from agentloop._sessions import copy_store
 
     with open_cli_store(target) as destination:
         report = copy_store(store, destination)

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 from agentloop._errors import AgentloopError
 
 if TYPE_CHECKING:
-    from sessions import Conversation, Session, SessionStore
-    from sessions import Lease as StoreLease
+    from agentloop._sessions import Conversation, Session, SessionStore
+    from agentloop._sessions import Lease as StoreLease
 
 LEASE_TTL = 30.0
 """Seconds a session lease lasts unless renewed (renewed every third of it)."""
@@ -38,7 +38,7 @@ def open_cli_store(location: str | None = None, *, read_only: bool = False) -> S
     """The store at ``location`` (a path, ``sqlite:///…`` or ``postgresql://…``; None:
     ``$AGENTLOOP_STORE`` or the default file). ``read_only`` never creates one: it raises
     :class:`NoStoreYet` when there is none."""
-    from sessions import StoreMissingError, open_store
+    from agentloop._sessions import StoreMissingError, open_store
 
     try:
         return open_store(location, read_only=read_only)
@@ -161,7 +161,7 @@ class Lease:
         """Hold ``session_id``; :class:`SessionBusyError` if another process holds it."""
         if not self.supported:
             return
-        from sessions import SessionLeasedError
+        from agentloop._sessions import SessionLeasedError
 
         with self._lock:
             try:

@@ -13,7 +13,7 @@ from agentloop._cli import markup, render
 
 if TYPE_CHECKING:
     from agentloop._adapters.costs import CostReport
-    from sessions import Session, SessionStore
+    from agentloop._sessions import Session, SessionStore
 
 ExportFormat = Literal["markdown", "json"]
 

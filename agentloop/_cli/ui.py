@@ -190,12 +190,49 @@ def context_report(agent: CodingAgent) -> str:
             f"{calibration.per_message:.0f} per message ({calibration.samples} samples)"
         )
     lines += agent.context_notes()
+    lines += _preparation_lines(agent)
     standing = compacter.settings.standing_instructions
     if standing:
         first = standing.splitlines()[0]
         lines.append(f"Summary instructions ({len(standing):,} characters): {first[:80]}")
     lines.append(session)
     return "\n".join(lines)
+
+
+def _preparation_lines(agent: CodingAgent) -> list[str]:
+    """What preparing summaries in the background did in this run (``/context``)."""
+    compacter = agent.compacter
+    if compacter.settings.prepare_at is None:
+        return ["Summaries: written when the trigger is reached (preparing ahead is off)"]
+    done = compacter.preparation
+    mark = int(compacter.trigger_tokens * compacter.settings.prepare_at)
+    ready = compacter.prepared
+    state = (
+        f"one is ready, covering {len(ready.covered)} messages"
+        if ready is not None
+        else "none is ready yet"
+    )
+    line = f"Summaries: prepared in the background past {mark:,} tokens; {state}"
+    counts = [
+        f"{done.started} requested",
+        f"{done.applied} applied",
+        f"{done.discarded} discarded",
+    ]
+    if done.failed:
+        counts.append(f"{done.failed} failed")
+    if done.cancelled:
+        counts.append(f"{done.cancelled} cancelled")
+    if done.fallbacks:
+        counts.append(f"{done.fallbacks} summarized at the trigger instead")
+    lines = [line, f"  this run: {', '.join(counts)}"]
+    if done.discarded_calls:
+        usage = done.discarded_usage
+        lines.append(
+            f"  discarded requests used {usage.prompt_tokens:,} input tokens "
+            f"({usage.cache_read_input_tokens:,} read from the cache) and "
+            f"{usage.output_tokens:,} output tokens; last: {done.last_discard}"
+        )
+    return lines
 
 
 def plan_report(plan: CompactionPlan) -> str:

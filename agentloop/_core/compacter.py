@@ -40,11 +40,16 @@ from agentloop._core.messages import (
     MessageValidator,
     Usage,
     is_safe_boundary,
-    latest_compaction_text,
     validate_messages,
 )
 from agentloop._core.model import AsyncModel, Model, ModelRequest
 from agentloop._core.prefix import as_message
+from agentloop._core.prepared import (
+    Preparation,
+    PreparedSummary,
+    SettingsKey,
+    prepared_cut,
+)
 from agentloop._core.results import (
     CompactionOutcome,
     CompactionSummary,
@@ -55,21 +60,16 @@ from agentloop._core.strategies import (
     Split,
     assemble,
     choose_tail_start,
-    previous_summary,
     prune_tool_outputs,
     window_note,
     with_state,
 )
 from agentloop._core.summary import (
-    NotASummary,
     condense_steps,
-    continuing_summary_steps,
     digest,
-    summarize_steps,
-    summary_instruction,
 )
 from agentloop._core.validation import DEFAULT_MAX_TOKENS, validate_window
-from agentloop._errors import PromptTooLongError
+from agentloop._core.whole_summary import previous_text, whole_summary_steps
 
 __all__ = [
     "STRATEGIES",
@@ -126,6 +126,8 @@ class CompactionCore:
         checked as messages arrived is not checked again when it compacts."""
         self._breaker_until: int | None = None
         self._last_output: tuple[Message, int] | None = None
+        self.preparation = Preparation()
+        """The newest summary prepared ahead (see :meth:`prepare_job`) and the counts."""
 
     # -- measuring ---------------------------------------------------------------------------
 
@@ -266,7 +268,13 @@ class CompactionCore:
             return CompactionOutcome(
                 decision=decision, skipped="nothing new since the last compaction"
             )
-        built = yield from self._compact_steps(msgs, decision, system, tools, instructions)
+        prepared = None
+        if self.settings.strategy in ("auto", "summarize"):
+            key = self.prepare_key()
+            prepared = self.preparation.usable(session_id, msgs, key, instructions)
+        built = yield from self._compact_steps(
+            msgs, decision, system, tools, instructions, prepared
+        )
         if isinstance(built, str):
             return CompactionOutcome(decision=decision, skipped=built)
         compacted, summary = built
@@ -287,6 +295,7 @@ class CompactionCore:
         system: str,
         tools: Sequence[dict[str, Any]],
         instructions: str | None,
+        prepared: PreparedSummary | None = None,
     ) -> Steps[tuple[list[Message], CompactionSummary] | str]:
         """The compacted history and its summary, or why there is none."""
         settings = self.settings
@@ -320,8 +329,30 @@ class CompactionCore:
         measured = _Measured(tokens_before, False)
         text = ""
         fallback: str | None = None
+        notes: list[str] = []
+        if prepared is not None:
+            cut = prepared_cut(msgs, len(prepared.covered))
+            for tighten in (False, True):  # at most half the trigger, or it was too far behind
+                if cut is None:
+                    break
+                compacted, measured = yield from self._assembled(
+                    msgs, cut, prepared.text, hooks.state, request_chars, tighten, system, tools
+                )
+                if measured.tokens <= trigger // 2:
+                    strategy, text = "summarize", prepared.text
+                    notes.append("the summary was prepared in the background: no model call now")
+                    break
+                compacted = None
+            if compacted is None:
+                self.preparation.fallbacks += 1
+                self.preparation.discard("it covered too little of the conversation")
+                warnings.append(
+                    "the summary prepared in the background covered too little of the "
+                    "conversation: it was summarized now instead"
+                )
+                prepared = None
 
-        if strategy in ("auto", "prune"):
+        if compacted is None and strategy in ("auto", "prune"):
             pruned_to, so_far = 0, list(msgs)
             for keep_from in dict.fromkeys((split.tail_start, smallest.tail_start)):
                 # The smallest tail prunes further than the planned one: only the difference.
@@ -346,15 +377,24 @@ class CompactionCore:
                 return "nothing to prune: no old tool output, input or image is large enough"
 
         spent: list[Usage] = []
-        notes: list[str] = []
-        continued = False
+        continued = prepared is not None
         if compacted is None:
             # One summary of the whole history, then the verbatim tail chosen within the
             # budget: tightening drops tail (the planned tail; then old content in it pruned
             # and the carried request capped; then the smallest tail), never asks again.
             if strategy != "sliding_window":
-                text, strategy, fallback, continued = yield from self._summary_steps(
-                    msgs, decision, system, tools, instructions, spent
+                text, strategy, fallback, continued = yield from whole_summary_steps(
+                    msgs,
+                    decision.usage.tokens,
+                    settings=settings,
+                    model_name=self.model_name,
+                    window=self.context_window,
+                    summarizer=self.summarizer,
+                    system=system,
+                    tools=tools,
+                    instructions=instructions,
+                    spent=spent,
+                    count_text=self.counter_text,
                 )
             levels = dict.fromkeys(((split, False), (split, True), (smallest, True)))
             for cut, tighten in levels:
@@ -362,7 +402,7 @@ class CompactionCore:
                     text = window_note(msgs, cut)
                 elif strategy == "digest":  # no model call: a digest of just what is replaced
                     head = msgs[: cut.tail_start]
-                    text = digest(head, reason=fallback or "", previous=_previous_text(msgs))
+                    text = digest(head, reason=fallback or "", previous=previous_text(msgs))
                 compacted, measured = yield from self._assembled(
                     msgs,
                     cut,
@@ -431,6 +471,12 @@ class CompactionCore:
         if measured.by_api:  # the API's figure anchors the measurement of what follows
             compacted[-1] = replace(compacted[-1], counted=tokens_after)
         created_at = yield from perform(ReadClock())
+        calls, usage = len(spent), sum(spent, Usage())
+        if prepared is not None:
+            usage, calls = self.preparation.take()
+        else:  # anything prepared and not used is thrown away (counted)
+            self.preparation.discard("the compaction did not use it")
+        discarded_usage, discarded_calls = self.preparation.take_discarded()
         summary = CompactionSummary(
             original_message_count=len(msgs),
             compacted_message_count=len(compacted),
@@ -447,12 +493,15 @@ class CompactionCore:
             warnings=warnings,
             notes=notes,
             reason=decision.reason,
-            summary_calls=len(spent),
-            summary_usage=sum(spent, Usage()),
+            summary_calls=calls,
+            summary_usage=usage,
             summary_model=settings.summary_model
             if spent and settings.summary_model not in (None, self.model_name)
             else None,
             summary_continued=continued,
+            prepared=prepared is not None,
+            discarded_calls=discarded_calls,
+            discarded_usage=discarded_usage,
         )
         return compacted, summary
 
@@ -504,76 +553,18 @@ class CompactionCore:
         measured = yield from self._measure_result(compacted, system, tools, local)
         return compacted, measured
 
-    def _summary_steps(
-        self,
-        msgs: Sequence[Message],
-        decision: CompactionDecision,
-        system: str,
-        tools: Sequence[dict[str, Any]],
-        instructions: str | None,
-        spent: list[Usage],
-    ) -> Steps[tuple[str, str, str | None, bool]]:
-        """The summary of the whole history: ``(text, strategy, fallback reason, continued)``.
-
-        Where the conversation fits the summarizer and the summarizer is the conversation's own
-        model, one request continues the conversation itself (reading its prompt cache). Else,
-        or when that reply is no summary, a rendered transcript is summarized (chunked where it
-        does not fit). Without a model, or when it fails, the deterministic digest.
-        """
-        settings = self.settings
-        joined = "\n".join(x for x in (settings.standing_instructions, instructions or "") if x)
-        previous = _previous_text(msgs)
-        if self.summarizer is None:
-            reason = "no summarizer model is configured"
-            return digest(msgs, reason=reason, previous=previous), "digest", reason, False
-        summary_model = settings.summary_model or self.model_name
-        window = settings.summarizer_window or self.context_window
-        max_tokens = max(256, min(settings.summary_max_tokens, window // 4))
-        ask = self.counter_text(summary_instruction(joined, updates_previous=True))
-        fits = decision.usage.tokens + ask + max_tokens <= window
-        if summary_model == self.model_name and fits:
-            try:
-                text = yield from continuing_summary_steps(
-                    msgs,
-                    model_name=self.model_name,
-                    system=system,
-                    tools=tools,
-                    max_tokens=max_tokens,
-                    instructions=joined,
-                    model=self.summarizer,
-                    spent=spent,
-                )
-            except (NotASummary, PromptTooLongError):
-                pass  # the transcript below, which the summarizer cannot answer with a tool
-            except Exception as error:  # the session must go on: fall back to the digest
-                reason = f"the summarizer failed ({type(error).__name__}: {error})"
-                return digest(msgs, reason=reason, previous=previous), "digest", reason, False
-            else:
-                return text, "summarize", None, True
-        try:
-            text = yield from summarize_steps(
-                msgs,
-                previous=previous,
-                model_name=summary_model,
-                budget_tokens=window,
-                # A small summarizer window must still leave most of its room for the history.
-                max_tokens=max_tokens,
-                count=self.counter_text,
-                instructions=joined,
-                tool_output_chars=settings.tool_output_chars,
-                model=self.summarizer,
-                spent=spent,
-            )
-        except Exception as error:  # the session must go on: fall back to the digest
-            reason = f"the summarizer failed ({type(error).__name__}: {error})"
-            return digest(msgs, reason=reason, previous=previous), "digest", reason, False
-        return text, "summarize", None, False
-
     def counter_text(self, text: str) -> int:
         """A fast, deliberately high estimate for sizing summarizer chunks (3 chars a token,
         calibrated): re-tokenizing the whole history would cost more than the compaction."""
         ratio = self.calibration.ratio if self.calibration is not None else 1.0
         return int(len(text) / 3 * ratio) + 1
+
+    # -- summaries prepared ahead (see ``prepared.py``) -----------------------------------------
+
+    def prepare_key(self) -> SettingsKey:
+        """What a prepared summary depends on besides the messages."""
+        s = self.settings
+        return (self.model_name, s.summary_model, s.standing_instructions, s.summary_max_tokens)
 
     # -- calibration -------------------------------------------------------------------------
 
@@ -581,9 +572,3 @@ class CompactionCore:
         """Teach the calibration what the API counted for a request we estimated locally."""
         if self.calibration is not None:
             self.calibration = self.calibration.observe(api_tokens, local_tokens, messages)
-
-
-def _previous_text(msgs: Sequence[Message]) -> str | None:
-    before = previous_summary(msgs)
-    # A child of a server compaction: the API's summary is the one to update.
-    return before.text if before is not None else latest_compaction_text(msgs)

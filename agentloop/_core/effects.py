@@ -33,11 +33,13 @@ class Effect(Generic[T]):
 @dataclass(frozen=True, slots=True)
 class CallModel(Effect[ModelResponse]):
     """Send a request. ``stream`` passes text deltas to the loop's events; ``model`` overrides
-    the driver's model (a compacter's own summarizer)."""
+    the driver's model (a compacter's own summarizer); ``session_id`` is the stored session the
+    reply goes to, checked before the (paid) call: another writer's live lease refuses it."""
 
     request: ModelRequest
     stream: bool = False
     model: Model | AsyncModel | None = None
+    session_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +102,27 @@ class SaveTransition(Effect[None]):
 
     transition: CompactionTransition
     strategy: str
+
+
+@dataclass(frozen=True, slots=True)
+class StartBackground(Effect[None]):
+    """Send ``request`` in the background (a summary prepared ahead); at most one at a time."""
+
+    request: ModelRequest
+    model: Model | AsyncModel | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CollectBackground(Effect["ModelResponse | BaseException | None"]):
+    """The background request's answer (a response, or what it raised) once it is there; None
+    while it runs (``wait``: block until it is there) or when none was sent."""
+
+    wait: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class CancelBackground(Effect[None]):
+    """Stop the background request, if any, and wait until nothing of it runs."""
 
 
 Steps: TypeAlias = Generator[Effect[Any], Any, T]

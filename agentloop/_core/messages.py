@@ -10,14 +10,44 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal, TypeAlias
+from typing import Any, Literal, Protocol, TypeAlias, TypedDict
 
 from agentloop._errors import MessageValidationError
 
 Role: TypeAlias = Literal["user", "assistant"]
 ContentBlock: TypeAlias = dict[str, Any]
-MessageParam: TypeAlias = dict[str, Any]
-"""A message exactly as the Messages API takes it: ``{"role": ..., "content": ...}``."""
+
+
+# ``content`` is typed Any on purpose: a TypedDict's items are invariant, so only Any makes
+# these assignable to the anthropic SDK's own message params (whatever its version's union of
+# block types), and ``client.messages.create(messages=transition.compacted_params)`` type-checks.
+class UserMessageParam(TypedDict):
+    """A user message as the Messages API takes it; ``content`` is a list of block dicts."""
+
+    role: Literal["user"]
+    content: Any
+
+
+class AssistantMessageParam(TypedDict):
+    """An assistant message as the Messages API takes it; ``content`` is a list of block dicts."""
+
+    role: Literal["assistant"]
+    content: Any
+
+
+MessageParam: TypeAlias = UserMessageParam | AssistantMessageParam
+"""A message exactly as the Messages API takes it: ``{"role": ..., "content": [...]}``."""
+
+
+class ResponseLike(Protocol):
+    """The SDK's response object (``client.messages.create(...)``'s answer) as an item of a
+    history: the role, what was said and, when present, the usage the API reported."""
+
+    @property
+    def role(self) -> str: ...
+
+    @property
+    def content(self) -> Sequence[Any]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +69,16 @@ class Usage:
         """Everything the response occupied in the context window: the request plus the reply."""
         return self.prompt_tokens + self.output_tokens
 
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            cache_creation_input_tokens=(
+                self.cache_creation_input_tokens + other.cache_creation_input_tokens
+            ),
+            cache_read_input_tokens=self.cache_read_input_tokens + other.cache_read_input_tokens,
+        )
+
     def to_dict(self) -> dict[str, int]:
         return {
             "input_tokens": self.input_tokens,
@@ -51,12 +91,35 @@ class Usage:
     def from_mapping(cls, data: Mapping[str, Any] | None) -> Usage | None:
         if data is None:
             return None
-        return cls(
-            input_tokens=int(data.get("input_tokens") or 0),
-            output_tokens=int(data.get("output_tokens") or 0),
-            cache_creation_input_tokens=int(data.get("cache_creation_input_tokens") or 0),
-            cache_read_input_tokens=int(data.get("cache_read_input_tokens") or 0),
-        )
+        if not isinstance(data, Mapping):
+            raise MessageValidationError(f"usage must be a mapping, not {type(data).__name__}")
+        figures: dict[str, int] = {}
+        for name in _USAGE_FIELDS:
+            value = data.get(name) or 0
+            if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+                raise MessageValidationError(f"usage {name} must be a count, not {value!r}")
+            figures[name] = int(value)
+        return cls(**figures)
+
+    @classmethod
+    def of(cls, value: Any) -> Usage | None:
+        """The usage in a message dict's ``usage`` (a mapping) or on an SDK response (its
+        ``Usage`` object); None when there is none."""
+        if value is None or isinstance(value, Usage):
+            return value
+        if isinstance(value, Mapping):
+            return cls.from_mapping(value)
+        if hasattr(value, "model_dump"):  # the SDK's Usage object
+            return cls.from_mapping(value.model_dump())
+        raise MessageValidationError(f"usage must be a mapping, not {type(value).__name__}")
+
+
+_USAGE_FIELDS = (
+    "input_tokens",
+    "output_tokens",
+    "cache_creation_input_tokens",
+    "cache_read_input_tokens",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,17 +164,34 @@ class Message:
         return cls("assistant", _blocks(content), usage=usage)
 
     @classmethod
-    def from_param(cls, param: Mapping[str, Any], *, pinned: bool = False) -> Message:
-        role = param.get("role")
+    def from_param(cls, param: Mapping[str, Any] | Any, *, pinned: bool = False) -> Message:
+        """A message in the Messages API's shape: a dict (a reply's ``usage`` optional), or
+        the SDK's response object (``client.messages.create(...)``'s answer, usage included).
+        Anything else, or a malformed one, raises :class:`MessageValidationError`."""
+        if isinstance(param, Mapping):
+            role, content, usage = param.get("role"), param.get("content"), param.get("usage")
+        elif hasattr(param, "role") and hasattr(param, "content"):
+            role, content, usage = param.role, param.content, getattr(param, "usage", None)
+        else:
+            raise MessageValidationError(
+                "a message must be a dict with 'role' and 'content' (or the SDK's response), "
+                f"not {type(param).__name__}"
+            )
         if role not in ("user", "assistant"):
             raise MessageValidationError(
                 f"message role must be 'user' or 'assistant', not {role!r}"
             )
-        return cls(role, _blocks(param.get("content", ())), pinned=pinned)
+        if content is None:
+            raise MessageValidationError(f"{role} message without content")
+        reported = Usage.of(usage) if role == "assistant" else None
+        return cls(role, _blocks(content), pinned=pinned, usage=reported)
 
     def to_param(self) -> MessageParam:
         """The message as the Messages API takes it (no agentloop bookkeeping)."""
-        return {"role": self.role, "content": [dict(block) for block in self.content]}
+        content = [dict(block) for block in self.content]
+        if self.role == "user":
+            return {"role": "user", "content": content}
+        return {"role": "assistant", "content": content}
 
     def with_tokens(self, tokens: int) -> Message:
         return replace(self, tokens=tokens)
@@ -160,22 +240,92 @@ class Message:
 def _blocks(content: str | Iterable[ContentBlock] | Any) -> tuple[ContentBlock, ...]:
     if isinstance(content, str):
         return ({"type": "text", "text": content},)
+    if isinstance(content, Mapping) or not isinstance(content, Iterable):
+        raise MessageValidationError(
+            f"content must be a string or a list of blocks, not {type(content).__name__}"
+        )
     blocks: list[ContentBlock] = []
     for block in content:
         if isinstance(block, Mapping):
-            blocks.append(dict(block))
+            data = dict(block)
         elif hasattr(block, "model_dump"):  # an SDK content block object
-            blocks.append(block.model_dump(exclude_none=True))
+            data = _sdk_block(block.model_dump(mode="json", exclude_none=True))
         else:
             raise MessageValidationError(
                 f"content block must be a mapping, not {type(block).__name__}"
             )
+        kind = data.get("type")
+        if not isinstance(kind, str):
+            raise MessageValidationError(f"content block without a type: {_brief(data)}")
+        for key in _REQUIRED_KEYS.get(kind, ()):
+            if key not in data:
+                raise MessageValidationError(f"{kind} block without {key!r}: {_brief(data)}")
+        blocks.append(data)
     return tuple(blocks)
 
 
-def to_params(messages: Sequence[Message]) -> list[MessageParam]:
-    """The list to send as ``messages=`` to the Messages API."""
-    return [m.to_param() for m in messages]
+_REQUIRED_KEYS: dict[str, tuple[str, ...]] = {
+    "text": ("text",),
+    "tool_use": ("id", "name"),
+    "tool_result": ("tool_use_id",),
+}
+"""Keys without which a block cannot be read at all (the rest is the API's to judge)."""
+
+
+# What the API takes back of each block type it answers with: the rest of an SDK object's fields
+# (``parsed_output``, ``caller``...) would be refused as "Extra inputs are not permitted".
+_SDK_INPUT_FIELDS: dict[str, tuple[str, ...]] = {
+    "text": ("type", "text", "citations"),
+    "tool_use": ("type", "id", "name", "input"),
+    "thinking": ("type", "thinking", "signature"),
+    "redacted_thinking": ("type", "data"),
+    "compaction": ("type", "content", "encrypted_content", "signature", "tool_changes"),
+}
+
+
+def _sdk_block(data: dict[str, Any]) -> dict[str, Any]:
+    fields = _SDK_INPUT_FIELDS.get(str(data.get("type")))
+    if fields is None:
+        return data  # a block type we do not know: passed on untouched
+    kept = {key: data[key] for key in fields if key in data}
+    if not kept.get("citations"):
+        kept.pop("citations", None)
+    return kept
+
+
+def _brief(block: Mapping[str, Any]) -> str:
+    text = repr(dict(block))
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def merge_consecutive(messages: Sequence[Message]) -> list[Message]:
+    """The history with consecutive same-role messages joined into one, as the API combines
+    them (a user turn's tool results first, then what was typed; a reply keeps the newest
+    usage). A history whose roles alternate comes back as the same messages."""
+    out: list[Message] = []
+    for message in messages:
+        if not out or out[-1].role != message.role:
+            out.append(message)
+            continue
+        last = out[-1]
+        content = (*last.content, *message.content)
+        if message.role == "user":
+            results = tuple(b for b in content if b.get("type") == "tool_result")
+            content = (*results, *(b for b in content if b.get("type") != "tool_result"))
+        out[-1] = Message(
+            message.role,
+            content,
+            pinned=last.pinned or message.pinned,
+            usage=message.usage or last.usage,
+            summary=last.summary,
+        )
+    return out
+
+
+def to_params(messages: Sequence[Message | Mapping[str, Any] | ResponseLike]) -> list[MessageParam]:
+    """The list to send as ``messages=`` to the Messages API: from our messages, API dicts
+    (their ``usage`` left out) or the SDK's responses (what the API takes back of them)."""
+    return [(m if isinstance(m, Message) else Message.from_param(m)).to_param() for m in messages]
 
 
 def pending_tool_use_ids(messages: Sequence[Message]) -> list[str]:

@@ -20,7 +20,8 @@ from agentloop._core.shorten import cut_middle
 SUMMARY_INTRO = (
     "This conversation was compacted to fit the context window: the {count} earlier messages "
     "were replaced by the summary below. The complete original history is kept in the parent "
-    "session."
+    "session; when a search_history tool is offered, use it to look up any earlier detail the "
+    "summary leaves out instead of guessing."
 )
 _INTRO = re.compile(
     r"^This conversation was compacted to fit the context window: the (\d+) earlier messages "

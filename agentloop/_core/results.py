@@ -46,6 +46,14 @@ class CompactionSummary(BaseModel):
     summary_continued: bool = False
     """Whether the summary request continued the conversation (reading its prompt cache)
     rather than summarizing a rendered transcript."""
+    prepared: bool = False
+    """Whether the summary was prepared in the background before the trigger (the compaction
+    itself then made no summarizer call; ``summary_calls`` and ``summary_usage`` count the
+    background requests)."""
+    discarded_calls: int = 0
+    discarded_usage: Usage = Usage()
+    """Background summary requests since the previous compaction whose result was thrown away
+    (stale or superseded before it could be used), and what they used."""
 
 
 class CompactionTransition(BaseModel):

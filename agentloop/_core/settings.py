@@ -57,6 +57,13 @@ class CompactionSettings:
     request_max_tokens: int | None = None
     """The latest request is carried verbatim up to about this size (head and tail beyond it;
     the summary covers the middle). Default: 5 % of the window, at least 2,000 tokens."""
+    prepare_at: float | None = 0.65
+    """Past this fraction of the trigger, a loop prepares the summary in the background (a
+    request that continues the cached conversation), so the compaction at the trigger needs no
+    model call. None: never; every summary is written when the trigger is reached."""
+    refresh_at: float = 0.2
+    """A prepared summary is brought up to date (in the background) once this fraction of the
+    trigger was added after what it covers, so what follows its cut stays small."""
 
     def __post_init__(self) -> None:
         # Store the validated floats: a threshold given as text ("0.7", from a config file)
@@ -78,6 +85,14 @@ class CompactionSettings:
             value = getattr(self, name)
             if not 0.0 < value < 1.0:
                 raise ConfigurationError(f"{name} must be between 0 and 1 (got {value!r})")
+        if self.prepare_at is not None and not 0.0 < self.prepare_at < 1.0:
+            raise ConfigurationError(
+                f"prepare_at must be between 0 and 1 (got {self.prepare_at!r})"
+            )
+        if not 0.0 < self.refresh_at < 1.0:
+            raise ConfigurationError(
+                f"refresh_at must be between 0 and 1 (got {self.refresh_at!r})"
+            )
         if self.window_messages is not None and self.window_messages < 2:
             raise ConfigurationError("window_messages must be at least 2")
         if self.summary_max_tokens < 256:

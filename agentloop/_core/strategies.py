@@ -20,7 +20,7 @@ from agentloop._core.prefix import (
     cap_request,
     state_block,
 )
-from sessions import pair_safe_cut
+from agentloop._sessions import pair_safe_cut
 
 TokenCount = Callable[[Message], int]
 

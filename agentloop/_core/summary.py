@@ -48,7 +48,9 @@ class NotASummary(Exception):
     """The summarizer answered something that is not a summary (it called a tool)."""
 
 
-def summary_instruction(instructions: str, *, updates_previous: bool) -> str:
+def summary_instruction(
+    instructions: str, *, updates_previous: bool, so_far: str | None = None
+) -> str:
     """The user text that asks the model, at the end of the conversation itself, for its
     summary (the request then shares the conversation's cached prefix)."""
     parts = [
@@ -64,6 +66,12 @@ def summary_instruction(instructions: str, *, updates_previous: bool) -> str:
             "The conversation opens with the summary of an earlier compaction: fold it in, "
             "keeping what still holds and correcting what changed."
         )
+    if so_far:
+        parts.append(
+            "A summary of the conversation up to an earlier point was written already (below): "
+            "bring it up to date with what happened after that point, keeping what still "
+            f"holds.\n<summary-so-far>\n{so_far.strip()}\n</summary-so-far>"
+        )
     if instructions.strip():
         parts.append(f"Instructions for this summary:\n{instructions.strip()}")
     parts.append("Output only the summary.")
@@ -78,6 +86,8 @@ def continuing_summary_request(
     tools: Sequence[dict[str, Any]],
     max_tokens: int,
     instructions: str = "",
+    so_far: str | None = None,
+    background: bool = False,
 ) -> ModelRequest:
     """The summary request that continues the conversation: the same model, system, tools and
     messages as its requests, byte for byte, with the instruction appended to the end as a user
@@ -87,7 +97,7 @@ def continuing_summary_request(
     updates = bool(messages) and messages[0].summary is not None
     ask: ContentBlock = {
         "type": "text",
-        "text": summary_instruction(instructions, updates_previous=updates),
+        "text": summary_instruction(instructions, updates_previous=updates, so_far=so_far),
     }
     history = list(messages)
     if history and history[-1].role == "user":
@@ -101,7 +111,13 @@ def continuing_summary_request(
         system=system,
         tools=tuple(tools),
         max_tokens=max_tokens,
-        metadata={"purpose": "summary", "part": 1, "parts": 1, "continues": True},
+        metadata={
+            "purpose": "summary",
+            "part": 1,
+            "parts": 1,
+            "continues": True,
+            "background": background,
+        },
         cache_newest=False,
     )
 

@@ -7,11 +7,10 @@ compacted history under a child session, and both sessions stay on disk."""
 
 from __future__ import annotations
 
-import os
-import warnings
+import asyncio
+import contextlib
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
-from typing import Any
+from dataclasses import replace
 
 from agentloop._core.context import CompactionDecision
 from agentloop._core.effects import (
@@ -29,6 +28,7 @@ from agentloop._core.messages import (
     Message,
     MessageValidator,
     compaction_block,
+    merge_consecutive,
 )
 from agentloop._core.model import (
     AsyncModel,
@@ -41,61 +41,24 @@ from agentloop._core.model import (
 )
 from agentloop._core.results import CompactionOutcome, CompactionTransition
 from agentloop._core.server_compaction import server_compaction_steps, server_edit
-from agentloop._core.tool import Tool, ToolResult, tool_definition
+from agentloop._core.tool import Tool, tool_definition
 from agentloop._core.validation import DEFAULT_MAX_TOKENS
-from agentloop._errors import AgentloopError, IncompleteReplyError, PromptTooLongError
-from agentloop._loop.compacter import ConversationCompacter
+from agentloop._errors import (
+    AgentloopError,
+    IncompleteReplyError,
+    PromptTooLongError,
+    StoreWriteError,
+)
+from agentloop._loop.ahead import Ahead
+from agentloop._loop.compacter import ConversationCompacter, count_within
 from agentloop._loop.drive import Runtime, adrive, drive
-from sessions import Lease, SessionStore
+from agentloop._loop.events import LoopEvents as LoopEvents
+from agentloop._loop.events import TurnResult as TurnResult
+from agentloop._sessions import Lease, SessionError, SessionStore, workspace_key
 
 
 class ContextFullError(AgentloopError):
     """The conversation no longer fits and compaction is disabled or could not help."""
-
-
-@dataclass
-class TurnResult:
-    """What one user turn produced."""
-
-    text: str
-    session_id: str
-    tool_calls: int = 0
-    transitions: list[CompactionTransition] = field(default_factory=list)
-    stop_reason: str | None = None
-
-
-class LoopEvents:
-    """Subscribe to what the loop does; override the methods you care about."""
-
-    def on_text(self, delta: str) -> None:
-        """A streamed piece of the assistant's reply."""
-
-    def on_usage(self, decision: CompactionDecision) -> None:
-        """Context usage measured at a safe boundary, with the compaction decision."""
-
-    def on_compaction_start(self, decision: CompactionDecision) -> None:
-        """Compaction begins (a UI may show a spinner until on_transition)."""
-
-    def on_transition(self, transition: CompactionTransition) -> None:
-        """The conversation continues under a child session with the compacted history."""
-
-    def on_compaction_skipped(self, reason: str) -> None:
-        """A compaction was attempted but not applied (nothing to cut, or no savings)."""
-
-    def on_tool_call(self, name: str, tool_input: dict[str, Any]) -> None: ...
-
-    def on_tool_result(self, name: str, tool_input: dict[str, Any], result: ToolResult) -> None: ...
-
-    def on_reply(self, response: ModelResponse) -> None:
-        """A complete assistant reply (after streaming), already stored."""
-
-    def on_reply_incomplete(self, reason: str) -> None:
-        """The streamed reply broke off: what was shown is not an answer; it is retried once."""
-
-    def on_warning(self, message: str) -> None:
-        """Something the user should know that stops nothing (server-side compaction is not
-        available and the loop compacts locally instead). Default: ``warnings.warn``."""
-        warnings.warn(message, UserWarning, stacklevel=2)
 
 
 class AgentLoop:
@@ -126,6 +89,8 @@ class AgentLoop:
         self.model = model
         self.model_name = model_name
         self.compacter = compacter
+        if compacter is not None:  # what it was not told, it takes from the loop (said once)
+            compacter.adopt(model_name=model_name, model=model, max_output_tokens=max_tokens)
         self.store = store
         self.system = system
         if context_tools:  # the model sees its own context and may ask for a compaction
@@ -137,20 +102,23 @@ class AgentLoop:
         self.max_tokens = max_tokens
         self.max_tool_rounds = max_tool_rounds
         self.events = events or LoopEvents()
-        self.messages: list[Message] = list(messages)
+        # Consecutive same-role messages are combined, as the API would: what is sent alternates.
+        self.messages: list[Message] = merge_consecutive(messages)
         # One validator with the compacter: what was checked here is not checked again there.
         self._validator = MessageValidator() if compacter is None else compacter.validator
         if self.messages:  # a bad history (a damaged store, say) is refused at once
             self._validator.validate(self.messages, allow_pending_tool_use=True)
         self._local_sum: int | None = None
+        """Local estimate of ``self.messages``, kept as messages come and go (None: not yet)."""
         self.last_transition: CompactionTransition | None = None
         """The newest compaction of this conversation (in this process)."""
         self._requested: tuple[str | None] | None = None
         """A compaction the model asked for (its instructions), run at the next safe boundary."""
         self._pending: list[Message] = []
         """Kept in memory, not yet stored: written with the next reply, in one transaction."""
-        """Local estimate of ``self.messages``, kept as messages come and go (None: not yet)."""
-        self.workspace = workspace or os.getcwd()
+        self._unsaved = False
+        """A write of ``_pending`` failed: it is retried before anything else is sent."""
+        self.workspace = workspace or workspace_key()  # text a store takes (any path's bytes)
         self.title = title
         # Ids, clock and hooks come from the compacter's wiring, so its injections hold here too.
         base = compacter.runtime if compacter is not None else Runtime()
@@ -164,6 +132,7 @@ class AgentLoop:
         )
         self._stored = session_id is not None
         """Whether the session exists in the store (a new one is created on its first message)."""
+        self._ahead = None if compacter is None else Ahead(compacter)
         self.session_id = session_id or self.runtime.new_session_id()
 
     # -- public API --------------------------------------------------------------------------
@@ -207,14 +176,30 @@ class AgentLoop:
         steps = self._compaction_steps(force=True, instructions=instructions)
         return await adrive(steps, self.runtime.aperform)
 
+    def close(self) -> None:
+        """Stop the summary being prepared in the background, if any, and join its thread;
+        what was prepared is thrown away (counted). The loop may still be used afterwards."""
+        if self._ahead is not None:
+            drive(self._ahead.cancel("the session ended"), self.runtime.perform)
+        self.runtime.close()
+
+    async def aclose(self) -> None:
+        """The async form of :meth:`close`."""
+        if self._ahead is not None:
+            await adrive(self._ahead.cancel("the session ended"), self.runtime.aperform)
+        await asyncio.to_thread(self.runtime.close)
+
     def switch(self, session_id: str, messages: Sequence[Message]) -> None:
         """Continue in another stored session (a fork of this lineage) from ``messages``, its
         history. What this session kept but had not stored yet is stored first."""
         if self._stored:
             drive(self._flush(), self.runtime.perform)
+        if self._ahead is not None:  # what it covers is not this history
+            drive(self._ahead.cancel("the conversation moved"), self.runtime.perform)
         self.session_id = session_id
         self.messages = list(messages)
         self._pending = []
+        self._unsaved = False
         self._stored = True
         self._local_sum = None
 
@@ -236,16 +221,23 @@ class AgentLoop:
         self, user_input: str | Sequence[ContentBlock], pinned: bool
     ) -> Steps[TurnResult]:
         self._repair()
-        message = self._counted(Message.user(user_input, pinned=pinned))
-        self._refuse_if_it_cannot_fit(message)
+        if self._unsaved:
+            # A write failed earlier: what it held goes first, or nothing is sent at all.
+            yield from self._flush("the store still refuses writes, so this message was not sent")
+        message = self._fitting(Message.user(user_input, pinned=pinned))
         self._keep(message)
         try:
             return (yield from self._rounds())
+        except StoreWriteError:
+            self._unsaved = bool(self._pending)
+            raise
         except Exception:
             # A failed turn keeps what was said (a session that never got a reply is not
-            # created: a failed first request leaves nothing behind).
+            # created: a failed first request leaves nothing behind). A store that refuses it
+            # too leaves it in memory (``unsaved``), and the turn's own error is what is said.
             if self._stored:
-                yield from self._flush()
+                with contextlib.suppress(StoreWriteError):
+                    yield from self._flush()
             raise
 
     def _rounds(self) -> Steps[TurnResult]:
@@ -262,7 +254,8 @@ class AgentLoop:
                 result.transitions.append(outcome.transition)
             request = self._request()
             try:
-                response = yield from perform(CallModel(request, stream=True))
+                stored = self.session_id if self._stored else None  # its lease is checked
+                response = yield from perform(CallModel(request, stream=True, session_id=stored))
             except ServerCompactionUnsupported as error:
                 self._fall_back(str(error))
                 continue
@@ -392,20 +385,26 @@ class AgentLoop:
         yield from self._apply(outcome.transition, emergency=False)
         return outcome.transition
 
-    def _refuse_if_it_cannot_fit(self, message: Message) -> None:
-        """A message that alone does not fit the window is refused before it is kept or sent
-        (no compaction can make room for it)."""
+    def _fitting(self, message: Message) -> Message:
+        """``message`` counted; one that alone does not fit the window is refused before it is
+        kept or sent (no compaction can make room for it). A huge one is refused from its size:
+        counting stops once it is past the window (:func:`count_within`), so its tokens are
+        never all held in memory."""
         compacter = self.compacter
         if compacter is None:
-            return
+            return message
+        window = compacter.context_window
         fixed = compacter.fixed_tokens(self.system, self.tool_definitions)
-        needs = compacter.calibrate(fixed + compacter.count(message), 1)
-        if needs > compacter.context_window:
+        counted, whole = count_within(compacter, message, fixed, window)
+        needs = compacter.calibrate(fixed + counted, 1)
+        if needs > window:
+            about = "about" if whole else "more than"
             raise ContextFullError(
-                f"this message needs about {needs:,} tokens with the system prompt and tools, "
-                f"more than the model's {compacter.context_window:,}-token window: it was not "
+                f"this message needs {about} {needs:,} tokens with the system prompt and tools, "
+                f"more than the model's {window:,}-token window: it was not "
                 "sent — shorten it or send it in parts"
             )
+        return message.with_tokens(counted) if whole and message.tokens is None else message
 
     def _compaction_steps(
         self, *, force: bool, instructions: str | None, emergency: bool = False
@@ -413,13 +412,22 @@ class AgentLoop:
         compacter = self.compacter
         if compacter is None or (not force and not compacter.settings.enabled):
             return None
+        ahead = self._ahead
+        if ahead is not None:
+            yield from ahead.collect(self.session_id, self.messages, wait=False)
         decision = compacter.should_compact(
             self.messages, system=self.system, tools=self.tool_definitions, force=force
         )
         self.events.on_usage(decision)
         if not decision.compact:
+            if ahead is not None and not force:
+                yield from ahead.maybe_start(
+                    self.session_id, self.messages, decision, self.system, self.tool_definitions
+                )
             return CompactionOutcome(decision=decision)
         self.events.on_compaction_start(decision)
+        if ahead is not None:
+            yield from ahead.before_compaction(self.session_id, self.messages, decision)
         outcome = yield from compacter.steps(
             self.session_id,
             self.messages,
@@ -483,17 +491,32 @@ class AgentLoop:
         if self._local_sum is not None and self.compacter is not None:
             self._local_sum += self.compacter.count(message)
 
-    def _flush(self) -> Steps[None]:
-        """Store what was kept since the last write, creating the session on its first."""
+    def _flush(self, what: str = "what was said since the last save was not saved") -> Steps[None]:
+        """Store what was kept since the last write, creating the session on its first. A
+        write the store refuses keeps it all for the next write (the conversation in memory
+        stays whole) and raises :class:`StoreWriteError` (``what``: the message's start)."""
         if not self._pending:
+            self._unsaved = False
             return
-        if not self._stored:
-            yield from perform(
-                CreateSession(self.session_id, self.model_name, self.workspace, self.title)
-            )
-            self._stored = True
         pending, self._pending = tuple(self._pending), []
-        yield from perform(AppendMessages(self.session_id, pending))
+        try:
+            if not self._stored:
+                yield from perform(
+                    CreateSession(self.session_id, self.model_name, self.workspace, self.title)
+                )
+                self._stored = True
+            yield from perform(AppendMessages(self.session_id, pending))
+        except SessionError as error:
+            self._pending[:0] = pending
+            self._unsaved = True
+            raise StoreWriteError(f"{what}: {error}") from error
+        self._unsaved = False
+
+    @property
+    def unsaved(self) -> bool:
+        """Whether a store write failed and what it held is still only in memory (it is
+        written first at the next turn; no model call is made before it is)."""
+        return self._unsaved
 
     def flush(self) -> None:
         """Store anything kept but not yet written (a turn interrupted by Ctrl-C)."""
@@ -514,7 +537,7 @@ class AgentLoop:
             compacter.record_usage(response.usage.prompt_tokens, sent, len(self.messages))
         # Stored first, then shown as complete: a reply the user saw is a reply that is kept.
         self._keep(self._counted(response.to_message()))
-        yield from self._flush()
+        yield from self._flush("the reply was not saved")
         self.events.on_reply(response)
 
     def _request(self) -> ModelRequest:

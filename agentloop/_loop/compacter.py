@@ -13,14 +13,21 @@ from datetime import datetime
 from typing import Any
 
 from agentloop._core.compacter import CompactionCore, CompactionSettings
-from agentloop._core.context import Calibrator, TokenCounter
+from agentloop._core.context import Calibrator, CompactionDecision, TokenCounter
+from agentloop._core.effects import CallModel, Steps, perform
 from agentloop._core.hooks import PreservedStateHook
-from agentloop._core.messages import Message
-from agentloop._core.model import AsyncModel, Model
+from agentloop._core.messages import Message, ResponseLike
+from agentloop._core.model import AsyncModel, Model, ModelResponse
 from agentloop._core.plan import plan_steps
+from agentloop._core.prepared import PreparedSummary, PrepareJob, next_job
 from agentloop._core.results import CompactionPlan, CompactionTransition
 from agentloop._core.validation import DEFAULT_MAX_TOKENS
+from agentloop._errors import ConfigurationError
 from agentloop._loop.drive import Runtime, adrive, drive
+from agentloop._loop.inputs import Inputs
+
+History = Sequence[Message | Mapping[str, Any] | ResponseLike]
+"""A conversation as a loop keeps it: our messages, API dicts, the SDK's responses."""
 
 
 class ConversationCompacter(CompactionCore):
@@ -30,15 +37,19 @@ class ConversationCompacter(CompactionCore):
     conversation). ``model`` is the summarizer; without one, summaries are deterministic
     digests. ``counter`` (default: tiktoken, offline), ``clock`` and ``new_session_id`` are
     injectable.
+
+    Given to an :class:`~agentloop.AgentLoop`, it takes what it was not told from the loop:
+    without ``model_name`` the loop's model name, model (the summarizer) and ``max_tokens``
+    (said once, to the loop). ``context_window`` defaults to the model's known window.
     """
 
     def __init__(
         self,
         *,
-        model_name: str,
-        context_window: int,
+        model_name: str | None = None,
+        context_window: int | None = None,
         model: Model | AsyncModel | None = None,
-        max_output_tokens: int = DEFAULT_MAX_TOKENS,
+        max_output_tokens: int | None = None,
         settings: CompactionSettings | None = None,
         counter: TokenCounter | None = None,
         calibration: Calibrator | None = None,
@@ -52,18 +63,25 @@ class ConversationCompacter(CompactionCore):
 
             counter = TokenEstimator()
         strategy = (settings or CompactionSettings()).strategy
-        if model is None and strategy in ("auto", "summarize", "server"):
+        # Without a model name it waits for a loop, whose model will summarize.
+        self._joins_loop = model_name is None
+        self._window_given = context_window is not None
+        self._output_given = max_output_tokens is not None
+        if model is None and not self._joins_loop and strategy in ("auto", "summarize", "server"):
             warnings.warn(
                 "ConversationCompacter has no model: summaries will be deterministic digests "
                 "(pass model=AnthropicModel() for real summaries)",
                 stacklevel=2,
             )
+        if context_window is None:  # (0 is a window given, and refused as invalid)
+            context_window, window_source = _known_window(model_name)
+        output = DEFAULT_MAX_TOKENS if max_output_tokens is None else max_output_tokens
         super().__init__(
-            model_name=model_name,
+            model_name=model_name or "",
             context_window=context_window,
             counter=counter,
             summarizer=model,
-            max_output_tokens=max_output_tokens,
+            max_output_tokens=output,
             settings=settings,
             calibration=calibration,
             hooks=hooks,
@@ -74,34 +92,158 @@ class ConversationCompacter(CompactionCore):
             self.runtime.clock = clock
         if new_session_id is not None:
             self.runtime.new_session_id = new_session_id
+        self._inputs = Inputs()
 
     @property
     def model(self) -> Model | AsyncModel | None:
         """The summarizer model (None: deterministic digests)."""
         return self.summarizer
 
-    def plan(
+    def adopt(
+        self, *, model_name: str, model: Model | AsyncModel | None, max_output_tokens: int
+    ) -> None:
+        """Take a loop's settings for what this compacter was not given (the loop calls it)."""
+        if self._joins_loop:
+            self._joins_loop = False
+            self.model_name = model_name
+            if self.summarizer is None:
+                self.summarizer = self.runtime.model = model
+            if not self._window_given:
+                self.context_window, self.window_source = _known_window(model_name)
+        if not self._output_given:
+            self.max_output_tokens = min(max_output_tokens, self.context_window)
+
+    def messages_of(self, messages: History) -> Sequence[Message]:
+        """Our messages from a loop's history: dicts and the SDK's responses converted once
+        each, consecutive same-role messages merged (the API combines them)."""
+        if self._joins_loop:
+            raise ConfigurationError(
+                "ConversationCompacter needs model_name= (or an AgentLoop to take it from)"
+            )
+        return self._inputs.messages(messages, super().messages_of)
+
+    def prepare_job(
         self,
-        messages: Sequence[Message | Mapping[str, Any]],
+        session_id: str,
+        messages: History,
         *,
         system: str = "",
         tools: Sequence[dict[str, Any]] = (),
+        decision: CompactionDecision | None = None,
+    ) -> PrepareJob | None:
+        """The summary request to send in the background now, or None: not past the early mark,
+        prepared recently enough, or not a history a summary can continue (it must end with a
+        user turn, at a safe boundary, on the conversation's own model)."""
+        msgs = self.messages_of(messages)
+        if self.summarizer is None or not msgs or msgs[-1].role != "user":
+            return None
+        if decision is None:
+            decision = self.should_compact(msgs, system=system, tools=tools)
+        job = next_job(
+            session_id,
+            msgs,
+            decision,
+            settings=self.settings,
+            model_name=self.model_name,
+            window=self.context_window,
+            key=self.prepare_key(),
+            ready=self.preparation.ready,
+            system=system,
+            tools=tools,
+            count_text=self.counter_text,
+        )
+        if job is not None:
+            self.preparation.started += 1
+        return job
+
+    def accept_prepared(
+        self,
+        job: PrepareJob,
+        answer: ModelResponse | BaseException,
+        session_id: str,
+        messages: History,
+    ) -> str | None:
+        """Keep the background answer to ``job`` as the newest prepared summary; else say why
+        not (it failed, is no summary, or what it covers changed: counted as discarded)."""
+        msgs = self.messages_of(messages)
+        return self.preparation.accept(job, answer, session_id, msgs, self.prepare_key())
+
+    def discard_prepared(self, reason: str) -> None:
+        """Throw the prepared summary (and what was spent on it) away, counted."""
+        self.preparation.discard(reason)
+
+    @property
+    def prepared(self) -> PreparedSummary | None:
+        """The newest summary prepared ahead and not yet applied, if any."""
+        return self.preparation.ready
+
+    def prepare(
+        self,
+        session_id: str,
+        messages: History,
+        *,
+        system: str = "",
+        tools: Sequence[dict[str, Any]] = (),
+    ) -> bool:
+        """Prepare the summary ahead now, if one is due (see :meth:`prepare_job`): a blocking
+        summarizer call, for your own background thread. The next
+        :meth:`compact_and_transition` of this conversation applies it without a model call
+        while what it covers is unchanged. True when a prepared summary is ready."""
+        job = self.prepare_job(session_id, messages, system=system, tools=tools)
+        if job is None:
+            return False
+        model = self.summarizer
+        assert model is not None  # a job is only made with a summarizer
+        answer: ModelResponse | BaseException
+        try:
+            answer = drive(_call(job, model), self.runtime.perform)
+        except Exception as error:
+            answer = error
+        return self.accept_prepared(job, answer, session_id, messages) is None
+
+    async def aprepare(
+        self,
+        session_id: str,
+        messages: History,
+        *,
+        system: str = "",
+        tools: Sequence[dict[str, Any]] = (),
+    ) -> bool:
+        """The async form of :meth:`prepare` (for a task of your own)."""
+        job = self.prepare_job(session_id, messages, system=system, tools=tools)
+        if job is None:
+            return False
+        model = self.summarizer
+        assert model is not None
+        answer: ModelResponse | BaseException
+        try:
+            answer = await adrive(_call(job, model), self.runtime.aperform)
+        except Exception as error:
+            answer = error
+        return self.accept_prepared(job, answer, session_id, messages) is None
+
+    def plan(
+        self,
+        messages: History,
+        *,
+        system: str = "",
+        tools: Sequence[Mapping[str, Any]] = (),
         force: bool = True,
     ) -> CompactionPlan:
         """What compacting now would do — which messages would be summarized, pruned or kept
         verbatim, the preserved state, the expected size — without a model call or a write.
         ``force`` (the default) previews a compaction asked for; False, an automatic one."""
         msgs = self.messages_of(messages)
-        steps = plan_steps(self, msgs, system=system, tools=tools, force=force)
+        steps = plan_steps(self, msgs, system=system, tools=_dicts(tools), force=force)
         return drive(steps, self.runtime.perform)
 
     def compact_and_transition(
         self,
         session_id: str,
-        messages: Sequence[Message | Mapping[str, Any]],
+        messages: History,
         *,
         system: str = "",
-        tools: Sequence[dict[str, Any]] = (),
+        tools: Sequence[Mapping[str, Any]] = (),
         instructions: str | None = None,
         force: bool = False,
     ) -> CompactionTransition | None:
@@ -110,23 +252,75 @@ class ConversationCompacter(CompactionCore):
         Why nothing happened is in :meth:`should_compact`'s decision, or in the
         :class:`CompactionOutcome` that driving :meth:`steps` yourself returns.
         """
+        msgs = self.messages_of(messages)
         steps = self.steps(
-            session_id, messages, system=system, tools=tools, instructions=instructions, force=force
+            session_id,
+            msgs,
+            system=system,
+            tools=_dicts(tools),
+            instructions=instructions,
+            force=force,
         )
         return drive(steps, self.runtime.perform).transition
 
     async def acompact_and_transition(
         self,
         session_id: str,
-        messages: Sequence[Message | Mapping[str, Any]],
+        messages: History,
         *,
         system: str = "",
-        tools: Sequence[dict[str, Any]] = (),
+        tools: Sequence[Mapping[str, Any]] = (),
         instructions: str | None = None,
         force: bool = False,
     ) -> CompactionTransition | None:
         """The async form of :meth:`compact_and_transition` (blocking work runs in threads)."""
+        msgs = self.messages_of(messages)
         steps = self.steps(
-            session_id, messages, system=system, tools=tools, instructions=instructions, force=force
+            session_id,
+            msgs,
+            system=system,
+            tools=_dicts(tools),
+            instructions=instructions,
+            force=force,
         )
         return (await adrive(steps, self.runtime.aperform)).transition
+
+
+def _dicts(tools: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Tool definitions as dicts: the SDK's ``ToolParam`` TypedDicts are taken as they are."""
+    return [tool if isinstance(tool, dict) else dict(tool) for tool in tools]
+
+
+def _call(job: PrepareJob, model: Model | AsyncModel) -> Steps[ModelResponse]:
+    return (yield from perform(CallModel(job.request, model=model)))
+
+
+def _known_window(model_name: str | None) -> tuple[int, str]:
+    """The model's window from agentloop's table (never a network call; 200k if unknown), and
+    where it came from."""
+    from agentloop._adapters.windows import builtin_limits, default_limits
+
+    name = model_name or ""
+    limits = builtin_limits(name) or default_limits(name)
+    return limits.context_window, limits.source
+
+
+def count_within(
+    compacter: CompactionCore, message: Message, fixed: int, window: int
+) -> tuple[int, bool]:
+    """The local estimate of ``message`` and whether it is whole. Counting stops once the
+    message, with ``fixed`` (system prompt and tools), is past ``window`` in the API's units
+    whatever the calibration says: a huge message is refused from its size, its tokens never
+    all in memory. A counter without ``count_message_within`` counts it whole."""
+    if message.tokens is not None:
+        return message.tokens, True
+    within = getattr(compacter.counter, "count_message_within", None)
+    if within is None:
+        return compacter.count(message), True
+    limit = max(1, window - fixed)
+    for _ in range(64):  # the calibration is monotonic: double until it is certainly past
+        if compacter.calibrate(fixed + limit, 1) > window:
+            break
+        limit *= 2
+    counted, whole = within(message, limit)
+    return int(counted), bool(whole)

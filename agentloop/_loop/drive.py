@@ -18,6 +18,8 @@ from agentloop._core.effects import (
     STORE_EFFECTS,
     AppendMessages,
     CallModel,
+    CancelBackground,
+    CollectBackground,
     CountTokens,
     CreateSession,
     Effect,
@@ -26,6 +28,7 @@ from agentloop._core.effects import (
     RunHooks,
     RunTool,
     SaveTransition,
+    StartBackground,
     Steps,
 )
 from agentloop._core.hooks import HookOutput, PreservedStateHook
@@ -37,8 +40,9 @@ from agentloop._core.model import (
     TextCallback,
 )
 from agentloop._core.tool import ToolResult
-from agentloop._errors import ConfigurationError
-from sessions import Lease, SessionStore
+from agentloop._errors import ConfigurationError, StoreWriteError
+from agentloop._loop.background import TaskBackground, ThreadBackground
+from agentloop._sessions import Lease, SessionStore
 
 T = TypeVar("T")
 
@@ -48,7 +52,7 @@ def _utc_now() -> datetime:
 
 
 def _new_session_id() -> str:
-    from sessions import new_session_id
+    from agentloop._sessions import new_session_id
 
     return new_session_id()
 
@@ -87,15 +91,31 @@ class Runtime:
     """The writer's lease on the session: every write carries it (one writer per session)."""
     lease_owner: str | None = None
     """Who we are (``"pid 1234 on host x"``): a session this runtime creates is leased to it."""
+    background: ThreadBackground | TaskBackground | None = field(default=None, repr=False)
+    """Where a summary prepared ahead runs (created by the first :class:`StartBackground`)."""
 
     def perform(self, effect: Effect[Any]) -> object:
         """Carry out ``effect`` here and now (blocking)."""
+        if isinstance(effect, StartBackground):
+            if self.background is None or isinstance(self.background, TaskBackground):
+                self.background = ThreadBackground()
+            self.background.start(self._model_for(effect), effect.request)
+            return None
+        if isinstance(effect, CollectBackground):
+            return None if self.background is None else self.background.collect(effect.wait)
+        if isinstance(effect, CancelBackground):
+            if isinstance(self.background, ThreadBackground):
+                self.background.cancel()
+            elif self.background is not None:
+                self.background.collect(wait=True)  # a task cannot be awaited here: cancelled
+            return None
         if isinstance(effect, CallModel):
             model = self._model_for(effect)
             if not isinstance(model, Model):
                 raise ConfigurationError(
                     "the model only has an async interface: use the async entry points"
                 )
+            self.check_store(effect.session_id)
             return model.complete(effect.request, self.on_text if effect.stream else None)
         if isinstance(effect, CountTokens):
             counter = self._model_for(effect)
@@ -125,9 +145,23 @@ class Runtime:
 
     async def aperform(self, effect: Effect[Any]) -> object:
         """Carry out ``effect`` without blocking the event loop."""
+        if isinstance(effect, StartBackground):
+            if self.background is None or isinstance(self.background, ThreadBackground):
+                if self.background is not None:
+                    await asyncio.to_thread(self.background.close)
+                self.background = TaskBackground()
+            self.background.start(self._model_for(effect), effect.request)
+            return None
+        if isinstance(effect, CollectBackground):
+            if isinstance(self.background, TaskBackground):
+                return await self.background.acollect(effect.wait)
+        elif isinstance(effect, CancelBackground) and isinstance(self.background, TaskBackground):
+            await self.background.acancel()
+            return None
         if isinstance(effect, CallModel):
             model = self._model_for(effect)
             if isinstance(model, AsyncModel):
+                await self._acheck_store(effect.session_id)
                 return await model.acomplete(
                     effect.request, self.on_text if effect.stream else None
                 )
@@ -140,7 +174,58 @@ class Runtime:
                 return await self.store.arun(self.perform, effect)
         return await asyncio.to_thread(self.perform, effect)
 
-    def _model_for(self, effect: CallModel | CountTokens) -> Model | AsyncModel:
+    def check_store(self, session_id: str | None = None) -> None:
+        """Before a model call (a paid one), that its reply can be stored. A lease is renewed,
+        proving it is still ours and that the store takes writes; without one, the stored
+        session ``session_id`` must not be leased to another writer. Otherwise
+        :class:`~sessions.SessionLeasedError` (the lease was lost, or another writer holds
+        the session) or :class:`StoreWriteError` (the store refuses writes): nothing is sent."""
+        if self.store is None or (self.lease is None and session_id is None):
+            return
+        from agentloop._sessions import SessionError, SessionLeasedError
+
+        try:
+            if self.lease is not None:
+                self.lease = self.store.renew_lease(self.lease)
+                return
+            assert session_id is not None
+            held = self.store.get_lease(session_id)
+        except SessionLeasedError as error:
+            raise SessionLeasedError(
+                f"{error}; nothing was sent to the model",
+                session_id=error.session_id,
+                owner=error.owner,
+                expires_at=error.expires_at,
+            ) from error
+        except SessionError as error:
+            raise StoreWriteError(f"nothing was sent to the model: {error}") from error
+        if held is not None and held.owner != self.lease_owner:
+            until = held.expires_at.strftime("%Y-%m-%d %H:%M:%S")
+            raise SessionLeasedError(
+                f"session {session_id[:8]} is in use by {held.owner} (its lease runs until "
+                f"{until} UTC unless renewed); nothing was sent to the model",
+                session_id=session_id,
+                owner=held.owner,
+                expires_at=held.expires_at,
+            )
+
+    async def _acheck_store(self, session_id: str | None) -> None:
+        if self.store is None or (self.lease is None and session_id is None):
+            return
+        if isinstance(self.store, _RunsAsync):  # PostgreSQL: its async connection, no thread
+            await self.store.arun(self.check_store, session_id)
+        else:
+            await asyncio.to_thread(self.check_store, session_id)
+
+    def close(self) -> None:
+        """Stop the background request, if any, and join its worker thread."""
+        background, self.background = self.background, None
+        if isinstance(background, ThreadBackground):
+            background.close()
+        elif background is not None:
+            background.collect(wait=True)
+
+    def _model_for(self, effect: CallModel | CountTokens | StartBackground) -> Model | AsyncModel:
         model = effect.model if effect.model is not None else self.model
         return model if model is not None else _NoModel()
 

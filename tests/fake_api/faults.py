@@ -1,6 +1,7 @@
 """Writing a reply's body on the wire, faults included: framing (close-delimited or chunked),
 a connection that drops (after whole events, or inside one; FIN or RST), a stream that ends
-without ``message_stop``, a stall bounded in time.
+without ``message_stop``, a stall bounded in time; and the events a message streams as
+(:func:`stream_events`).
 
 The server calls :func:`send_stream` / :func:`send_json` for every reply that has a ``fault`` or
 a ``framing`` other than the default; everything else is written as it always was.
@@ -12,13 +13,68 @@ import json
 import socket
 import struct
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
+from fake_api.compaction import stream_parts
 from fake_api.replies import Fault, Framing
 
 Event = tuple[str, dict[str, Any]]
+
+
+def stream_events(message: dict[str, Any], chunk_chars: int) -> Iterator[Event]:
+    """The server-sent events of ``message``, its text and JSON in ``chunk_chars`` pieces."""
+    usage = message["usage"]
+    start = dict(message, content=[], stop_reason=None, stop_sequence=None)
+    start["usage"] = dict(usage, output_tokens=1)
+    yield "message_start", {"type": "message_start", "message": start}
+    yield "ping", {"type": "ping"}
+    for index, block in enumerate(message["content"]):
+        yield from _block_events(index, block, chunk_chars)
+    yield (
+        "message_delta",
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": message["stop_reason"], "stop_sequence": None},
+            "usage": dict(usage),  # cumulative totals, as the API sends them
+        },
+    )
+    yield "message_stop", {"type": "message_stop"}
+
+
+def _block_events(index: int, block: dict[str, Any], chunk_chars: int) -> Iterator[Event]:
+    def chunks(text: str) -> list[str]:
+        size = max(1, chunk_chars)
+        return [text[i : i + size] for i in range(0, len(text), size)] or [""]
+
+    kind = block.get("type")
+    if kind == "text":
+        start: dict[str, Any] = {"type": "text", "text": ""}
+        deltas = [{"type": "text_delta", "text": c} for c in chunks(block["text"])]
+    elif kind == "tool_use":
+        start = {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}
+        deltas = [
+            {"type": "input_json_delta", "partial_json": c}
+            for c in chunks(json.dumps(block.get("input", {})))
+        ]
+    elif kind == "thinking":
+        start = {"type": "thinking", "thinking": "", "signature": ""}
+        deltas = [
+            {"type": "thinking_delta", "thinking": c} for c in chunks(block.get("thinking", ""))
+        ]
+        deltas.append({"type": "signature_delta", "signature": block.get("signature", "")})
+    elif kind == "compaction":
+        start, deltas = stream_parts(block)
+    else:
+        start, deltas = block, []
+    yield (
+        "content_block_start",
+        {"type": "content_block_start", "index": index, "content_block": start},
+    )
+    for delta in deltas:
+        yield "content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta}
+    yield "content_block_stop", {"type": "content_block_stop", "index": index}
 
 
 class _Body:
@@ -135,6 +191,10 @@ def send_stream(
                 break
             if fault.kind == "stall":
                 _stall(fault, stopped)
+            if fault.kind == "inject":
+                body.write(fault.raw)
+                if fault.then == "end":
+                    break
             if fault.kind == "drop" or fault.then == "drop":
                 if fault.partial_event:
                     body.write_cut(_sse(event, data))

@@ -1,0 +1,149 @@
+"""Searches with a time limit: grep and list_files run in a child process that is stopped when
+its time is up, or at once on Ctrl-C, and the agent goes on.
+
+A regular expression can backtrack for ever on one line (``(a+)+$``), and while it does it holds
+Python's lock: in the agent's own process nothing else could run, not even a timer. So the
+search runs in a fresh interpreter (:func:`main`, ``python -m agentloop._agent.limited``) on the
+same workspace, with the same confinement: the request goes in on stdin as JSON, the result
+comes back on stdout. The child stops itself when its time is up or its parent is gone (a
+timer whose signal the regular expression engine does check), and the parent kills it if it
+does not answer in time, or when the parent is interrupted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from agentloop._core.tool import ToolResult
+
+__all__ = ["SEARCH_MAX_TIMEOUT", "SEARCH_TIMEOUT", "main", "run_limited"]
+
+SEARCH_TIMEOUT = 30.0
+"""Seconds a search may run by default before it is stopped."""
+SEARCH_MAX_TIMEOUT = 600.0
+_GRACE = 5.0
+"""How long past its own limit the parent waits before it kills the child."""
+_TICK = 0.5
+_TIMED_OUT = "timed_out"
+
+
+def time_limit(tool_input: Mapping[str, Any]) -> float:
+    """The ``timeout`` a search was given, checked (:class:`ValueError` says what is wrong)."""
+    value = tool_input.get("timeout")
+    if value is None:
+        return SEARCH_TIMEOUT
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"parameter 'timeout' must be a number of seconds, got {value!r}")
+    if not 0 < value <= SEARCH_MAX_TIMEOUT:
+        raise ValueError(
+            f"parameter 'timeout' must be more than 0 and at most {SEARCH_MAX_TIMEOUT:g} "
+            f"seconds, got {value:g}"
+        )
+    return float(value)
+
+
+def run_limited(
+    tool: str, root: Path, tool_input: Mapping[str, Any], timeout: float
+) -> ToolResult | None:
+    """Run the search ``tool`` (``grep`` or ``list_files``) on the workspace ``root`` in a
+    child process, stopped after ``timeout`` seconds; None when no child can be started (the
+    caller then searches in its own process)."""
+    from agentloop._agent.secrets import scrubbed_environment, secret_values
+
+    request = {
+        "tool": tool,
+        "root": str(root),
+        "input": dict(tool_input),
+        "timeout": timeout,
+        "parent": os.getpid(),
+        # Through the pipe, never the child's environment: what its excerpts must redact.
+        "secrets": dict(secret_values()),
+    }
+    home = str(Path(__file__).resolve().parents[2])  # where this agentloop is imported from
+    env = scrubbed_environment()
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (home, env.get("PYTHONPATH")) if p)
+    try:
+        child = subprocess.Popen(
+            [sys.executable, "-m", "agentloop._agent.limited"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+        )
+    except OSError:
+        return None
+    try:
+        out, err = child.communicate(json.dumps(request).encode(), timeout=timeout + _GRACE)
+    except subprocess.TimeoutExpired:
+        return _stopped(tool, timeout)
+    finally:  # on time, on Ctrl-C, on anything: the child does not outlive the call
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    try:
+        answer = json.loads(out)
+    except ValueError:
+        last = err.decode("utf-8", "replace").strip().splitlines()[-1:] or ["no answer"]
+        return ToolResult(f"{tool} failed: {last[0]}", is_error=True)
+    if answer.get(_TIMED_OUT):
+        return _stopped(tool, timeout)
+    return ToolResult(str(answer["content"]), is_error=bool(answer["is_error"]))
+
+
+def _stopped(tool: str, timeout: float) -> ToolResult:
+    return ToolResult(
+        f"{tool} stopped after {timeout:g} s (its time limit): a regular expression that "
+        "backtracks a lot, or a very large tree? Try a simpler pattern or a narrower path or "
+        "glob, or give a longer timeout",
+        is_error=True,
+    )
+
+
+class _TimeUp(BaseException):
+    """The child's time is up (not an ``Exception``: no tool's error handling catches it)."""
+
+
+def main() -> None:
+    """The child: read the request, search, write the result (see the module's docstring)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C is the parent's: it kills us
+    request = json.loads(sys.stdin.buffer.read())
+    os.environ.update(request.get("secrets", {}))  # known to redact(), not in /proc/<pid>/environ
+    deadline_ticks = [float(request["timeout"])]
+    parent = int(request["parent"])
+
+    def tick(signum: int, frame: object) -> None:
+        deadline_ticks[0] -= _TICK
+        if deadline_ticks[0] <= 0 or os.getppid() != parent:
+            raise _TimeUp
+
+    signal.signal(signal.SIGALRM, tick)
+    signal.setitimer(signal.ITIMER_REAL, _TICK, _TICK)
+    try:
+        result = _search(str(request["tool"]), str(request["root"]), request["input"])
+    except _TimeUp:
+        answer: dict[str, Any] = {_TIMED_OUT: True}
+    else:
+        answer = {"content": result.content, "is_error": result.is_error}
+    signal.setitimer(signal.ITIMER_REAL, 0)
+    sys.stdout.write(json.dumps(answer))
+    sys.stdout.flush()
+
+
+def _search(tool: str, root: str, tool_input: dict[str, Any]) -> ToolResult:
+    from agentloop._agent.search import GrepTool, ListFilesTool
+    from agentloop._agent.workspace import Workspace
+
+    workspace = Workspace(root)
+    kind = GrepTool if tool == "grep" else ListFilesTool
+    return kind(workspace, limited=False).run(tool_input)  # redacted here and again there
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,130 @@
+"""Searching what a conversation said, end to end (issue 23): the agent's ``search_history``
+against the fake Messages API after compactions that left a detail out, and
+``agentloop sessions search`` for people."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from contextlib import closing
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cli_support import CLI, WINDOW, conversation_lines
+from fake_anthropic import text_reply, tool_reply
+from store_contract import user
+from test_loop import filler
+
+from sessions import _migrations, _sql_writes, default_store_path, open_store
+
+DETAIL = "Remember this: the deploy key is called ORCHID-7."
+
+
+def _tool_results(body: dict[str, Any]) -> list[dict[str, Any]]:
+    return [b for b in body["messages"][-1]["content"] if b.get("type") == "tool_result"]
+
+
+def converse_past_compactions(cli: CLI) -> None:
+    """A first turn holding :data:`DETAIL`, enough turns after it for several compactions at a
+    small window (the scripted summaries never mention it), then the question: the model
+    searches its history and answers."""
+    lines = [f"{DETAIL} {filler('request 0', 300)}", *conversation_lines(13)[1:]]
+    for n in range(len(lines)):
+        cli.script.add(text_reply(filler(f"answer {n}", 300)))
+    cli.script.add(
+        tool_reply(("search_history", {"query": "deploy key"})),
+        text_reply("The deploy key is called ORCHID-7."),
+    )
+    cli.fake_api.context_window = int(WINDOW)
+    run = cli.run(
+        "--context-window", WINDOW, stdin="\n".join([*lines, "What is the deploy key called?"])
+    )
+    assert run.code == 0, run.err
+    assert len(run.notices) >= 2
+
+
+def test_after_compactions_search_history_finds_what_the_summary_left_out(cli: CLI) -> None:
+    converse_past_compactions(cli)
+
+    asked, answered = cli.script.conversation[-2], cli.script.conversation[-1]
+    # The compacted context the model had when asked no longer held the detail...
+    assert "ORCHID" not in json.dumps(asked)
+    assert "search_history" in {tool["name"] for tool in asked["tools"]}
+    # ...and said that what the summary left out can be looked up.
+    opening = json.dumps(asked["messages"][0])
+    assert "compacted" in opening and "search_history tool" in opening
+    # ...and the tool's result brought it back, from the conversation's first session.
+    (found,) = _tool_results(answered)
+    assert not found.get("is_error")
+    assert "ORCHID-7" in str(found["content"])
+    with cli.store() as store:
+        root = store.list_conversations()[0].root_id
+        assert store.get_messages(root)[0].content[0]["text"].startswith(DETAIL)
+    assert f"earlier session {root[:8]}, message #1 (user)" in str(found["content"])
+
+    # For people: where it was first said, and everything said of it since (the answer, the
+    # search's call and result: all of it is stored, all of it searchable).
+    run = cli.run("sessions", "search", "ORCHID")
+    assert run.code == 0, run.err
+    heads = [line for line in run.out.splitlines() if not line.startswith(" ")]
+    assert any(line.startswith(f"{root[:8]}  #1  user  ") for line in heads), run.out
+    assert "    Remember this: the deploy key is called ORCHID-7." in run.out
+    assert any("  search_history result  " in line for line in heads)
+    hits = json.loads(cli.run("sessions", "search", "ORCHID", "--json").out)
+    said = [hit for hit in hits if hit["session_id"] == root]
+    assert [hit["message"] for hit in said] == [1]
+    assert said[0]["workspace"] == str(cli.workspace) and "ORCHID-7" in said[0]["excerpt"]
+    assert {hit["root_id"] for hit in hits} == {root}
+
+
+def test_sessions_search_scopes_like_sessions_list(cli: CLI, tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    with cli.store() as store:
+        for workspace, text in ((cli.workspace, "ORCHID here"), (elsewhere, "ORCHID there")):
+            session = store.create_session(model="m", workspace=str(workspace), title="t")
+            store.append_messages(session.id, [user(text)])
+    here = cli.run("sessions", "search", "orchid")
+    assert "ORCHID here" in here.out and "ORCHID there" not in here.out
+    there = cli.run("sessions", "search", "orchid", "--workspace", str(elsewhere))
+    assert "ORCHID there" in there.out and "ORCHID here" not in there.out
+    both = cli.run("sessions", "search", "orchid", "--all")
+    assert "ORCHID here" in both.out and "ORCHID there" in both.out
+    assert str(elsewhere) in both.out  # --all names each workspace
+
+    nothing = cli.run("sessions", "search", "zebra")
+    assert nothing.code == 0 and nothing.out.startswith("No messages match 'zebra' in ")
+    assert cli.run("sessions", "search", "zebra", "--json").out == "[]\n"
+    bad = cli.run("sessions", "search", "?!")
+    assert bad.code == 2 and bad.out == ""
+    assert bad.error_lines() == [bad.err.strip()]
+    assert "nothing to search for" in bad.err
+
+
+def test_sessions_search_without_a_store_creates_none(cli: CLI, tmp_path: Path) -> None:
+    missing = tmp_path / "none" / "sessions.db"
+    assert cli.run("sessions", "search", "x", "--store", str(missing)).out == "No sessions yet.\n"
+    assert cli.run("sessions", "search", "x", "--store", str(missing), "--json").out == "[]\n"
+    assert not missing.exists() and not missing.parent.exists()
+
+
+def test_sessions_search_builds_the_index_of_an_older_store(
+    cli: CLI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with monkeypatch.context() as before_the_index:
+        before_the_index.setattr(_migrations, "MIGRATIONS", _migrations.MIGRATIONS[:2])
+        before_the_index.setattr(_sql_writes, "index_messages", lambda *args, **kwargs: None)
+        with open_store() as old:
+            session = old.create_session(model="m", workspace=str(cli.workspace))
+            old.append_messages(session.id, [user("an old ORCHID")])
+    assert "m003_search_index" not in applied_migrations()  # the agentloop of before wrote it
+    run = cli.run("sessions", "search", "orchid")
+    assert run.code == 0, run.err
+    assert "an old ORCHID" in run.out
+    assert "m003_search_index" in applied_migrations()
+
+
+def applied_migrations() -> set[str]:
+    with closing(sqlite3.connect(default_store_path())) as raw:
+        return {row[0] for row in raw.execute("SELECT name FROM _migrations")}

@@ -1,0 +1,395 @@
+"""Fault injection (issue 20), the store: a disk that fills while a reply streams, a lease lost
+while the process was paused, on both backends.
+
+A reply that could not be stored is said to be lost, on the terminal, and no further model call
+is made until the store takes writes again (piped and ``-p`` runs stop, exit 1). A lease that
+another process took over refuses the next model call before it is made: it is never paid for.
+
+The disk fills for real on SQLite (the process's file-size limit set from outside with
+``prlimit``: SQLite's next write past it fails with ``disk I/O error``) and, on PostgreSQL,
+through triggers that refuse every write with the server's ``disk_full`` error (SQLSTATE 53100).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import resource
+import signal
+import sqlite3
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+import store_contract
+from fake_api import FakeAnthropicServer, ReplySpec, text_reply
+from store_contract import StoreFactory
+from test_faults_kill import AgentProcess, cli_env
+from test_faults_stream import texts
+from test_loop import Script
+
+from agentloop import AgentLoop, ConversationCompacter
+from agentloop._adapters.store import from_record
+from agentloop._errors import StoreWriteError
+from agentloop.testing import FunctionModel
+from sessions import SessionLeasedError, SessionStore, StoreError, open_store
+
+store_factory = store_contract.store_factory
+WINDOW = "6000"
+
+
+# -- a disk that fills --------------------------------------------------------------------------
+
+
+class Disk:
+    """Fills and frees the disk under one backend's store, for the process ``pid``."""
+
+    def __init__(self, factory: StoreFactory) -> None:
+        self.factory = factory
+
+    def fill(self, pid: int) -> None:
+        if self.factory.name == "sqlite":
+            # The next write past the files' present sizes fails (EFBIG: "disk I/O error").
+            path = Path(self.factory.location)
+            sizes = [p.stat().st_size for p in (path, Path(f"{path}-wal")) if p.exists()]
+            limit = min(sizes) if sizes else 0
+            resource.prlimit(pid, resource.RLIMIT_FSIZE, (limit, resource.RLIM_INFINITY))
+        else:
+            self._triggers("full")
+
+    def free(self, pid: int) -> None:
+        if self.factory.name == "sqlite":
+            infinity = resource.RLIM_INFINITY
+            with contextlib.suppress(ProcessLookupError):
+                resource.prlimit(pid, resource.RLIMIT_FSIZE, (infinity, infinity))
+        else:
+            self._triggers("free")
+
+    def _triggers(self, state: str) -> None:
+        import psycopg
+        from psycopg import sql
+
+        schema = getattr(self.factory, "schema")  # noqa: B009 (the PostgreSQL factory's)
+        with psycopg.connect(store_contract.postgres_url(), autocommit=True) as conn:
+            tables = [
+                str(row[0])
+                for row in conn.execute(
+                    "SELECT table_name FROM information_schema.tables "
+                    "WHERE table_schema = %s AND table_type = 'BASE TABLE'",
+                    (schema,),
+                )
+            ]
+            function = sql.Identifier(schema, "disk_full")
+            if state == "full":
+                conn.execute(
+                    sql.SQL(
+                        "CREATE OR REPLACE FUNCTION {} () RETURNS trigger AS $$ BEGIN "
+                        "RAISE EXCEPTION 'could not extend file: No space left on device' "
+                        "USING ERRCODE = 'disk_full'; END $$ LANGUAGE plpgsql"
+                    ).format(function)
+                )
+            for table in tables:
+                target = sql.Identifier(schema, table)
+                if state == "full":
+                    conn.execute(
+                        sql.SQL(
+                            "CREATE TRIGGER disk_full BEFORE INSERT OR UPDATE OR DELETE ON {} "
+                            "FOR EACH STATEMENT EXECUTE FUNCTION {} ()"
+                        ).format(target, function)
+                    )
+                else:
+                    conn.execute(sql.SQL("DROP TRIGGER IF EXISTS disk_full ON {}").format(target))
+
+
+@pytest.fixture
+def disk(store_factory: StoreFactory) -> Disk:
+    return Disk(store_factory)
+
+
+# -- in the loop: no model call while the store refuses writes ---------------------------------
+
+
+class FillingStore:
+    """A store handle whose writes fail while ``full`` (the disk), as the real ones fail."""
+
+    WRITES = frozenset(
+        {
+            "create_session",
+            "append_messages",
+            "transition",
+            "update_session",
+            "acquire_lease",
+            "renew_lease",
+            "release_lease",
+        }
+    )
+
+    def __init__(self, store: SessionStore) -> None:
+        self.store = store
+        self.full = False
+
+    def __getattr__(self, name: str) -> Any:
+        attribute = getattr(self.store, name)
+        if name not in self.WRITES:
+            return attribute
+
+        def write(*args: Any, **kwargs: Any) -> Any:
+            if self.full:
+                raise StoreError("session store x: database or disk is full")
+            return attribute(*args, **kwargs)
+
+        return write
+
+
+def test_a_reply_the_store_refuses_is_kept_in_memory_and_nothing_is_sent_until_it_is_stored(
+    store_factory: StoreFactory,
+) -> None:
+    store = FillingStore(store_factory.open())
+    sent: list[list[str]] = []
+
+    def answer(request: Any) -> str:
+        sent.append([str(m.content[0].get("text")) for m in request.messages])
+        if len(sent) == 2:
+            store.full = True  # the disk fills while the reply streams
+        return f"answer {len(sent)}"
+
+    model = FunctionModel(answer)
+    compacter = ConversationCompacter(model_name="m", context_window=100_000, model=model)
+    loop = AgentLoop(
+        model=model, model_name="m", compacter=compacter, store=cast(SessionStore, store)
+    )
+    loop.runtime.lease_owner = "pid 1 on host a"
+    loop.run_turn("one")
+
+    with pytest.raises(StoreWriteError, match=r"^the reply was not saved: .*disk is full"):
+        loop.run_turn("two")
+    assert loop.unsaved
+    with pytest.raises(StoreWriteError, match=r"still refuses writes, so this message was not"):
+        loop.run_turn("three")
+    assert len(sent) == 2  # no model call while the store refuses writes
+
+    store.full = False
+    loop.run_turn("four")
+    assert not loop.unsaved
+    assert sent[-1] == ["one", "answer 1", "two", "answer 2", "four"]
+    stored = [from_record(r) for r in store.get_messages(loop.session_id)]
+    assert texts(stored) == [*sent[-1], "answer 3"]
+    store_factory.close()
+
+
+def test_a_lease_taken_over_refuses_the_model_call_before_it_is_made(
+    store_factory: StoreFactory,
+) -> None:
+    first_store = store_factory.open()
+    model = FunctionModel(lambda request: f"answer {len(model.requests) + 1}")
+    loop = AgentLoop(model=model, model_name="m", store=first_store)
+    loop.runtime.lease_owner = "pid 1 on host a"
+    loop.run_turn("one")
+    # Paused past its lease (a clock an hour on): another process takes the session over.
+    later = datetime.now(UTC) + timedelta(hours=1)
+    other = store_factory.open(clock=lambda: later)
+    other.acquire_lease(loop.session_id, owner="pid 2 on host b")
+
+    with pytest.raises(SessionLeasedError, match="in use by pid 2 on host b"):
+        loop.run_turn("two")
+    assert len(model.requests) == 1  # never sent, never paid for
+    assert loop.unsaved  # what it said is not in the store: said, and kept in memory
+    assert len(first_store.get_messages(loop.session_id)) == 2
+    store_factory.close()
+
+
+# -- through the console script ------------------------------------------------------------------
+
+
+@dataclass
+class Run:
+    """The console script on ``factory``'s store against a scripted fake API."""
+
+    root: Path
+    server: FakeAnthropicServer
+    factory: StoreFactory
+    script: Script = field(default_factory=Script)
+
+    @property
+    def workspace(self) -> Path:
+        return self.root / "project"
+
+    def env(self) -> dict[str, str]:
+        return cli_env(self.root / "home", self.server.base_url, AGENTLOOP_STORE=self.location)
+
+    @property
+    def location(self) -> str:
+        return self.factory.location
+
+    def start(self, *args: str) -> AgentProcess:
+        return AgentProcess(["--context-window", WINDOW, *args], cwd=self.workspace, env=self.env())
+
+    def stored(self) -> list[str]:
+        with open_store(self.location) as store:
+            (session,) = store.list_sessions(limit=None)
+            return texts([from_record(m) for m in store.get_messages(session.id)])
+
+    def check(self) -> None:
+        if self.factory.name == "sqlite":
+            with contextlib.closing(sqlite3.connect(self.location)) as db:
+                assert db.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+
+
+@pytest.fixture
+def run(tmp_path: Path, store_factory: StoreFactory) -> Iterator[Run]:
+    script = Script()
+    with FakeAnthropicServer(handler=script) as server:
+        made = Run(tmp_path, server, store_factory, script)
+        made.workspace.mkdir()
+        yield made
+        assert server.violations == []
+
+
+class OnRequest:
+    """The fake model: ``replies`` in order; ``before(n)`` runs as the n-th request arrives
+    (before its reply leaves), e.g. to fill the disk while the reply is on its way."""
+
+    def __init__(
+        self, replies: Sequence[ReplySpec], before: Mapping[int, Callable[[], None]]
+    ) -> None:
+        self.replies = list(replies)
+        self.before = dict(before)
+        self.bodies: list[dict[str, Any]] = []
+
+    def __call__(self, body: dict[str, Any]) -> ReplySpec:
+        self.bodies.append(body)
+        action = self.before.get(len(self.bodies))
+        if action is not None:
+            action()
+        return self.replies[len(self.bodies) - 1]
+
+
+def test_piped_a_reply_the_full_disk_refuses_is_said_lost_and_no_more_is_sent(
+    run: Run, disk: Disk
+) -> None:
+    process: list[AgentProcess] = []
+    model = OnRequest(
+        [text_reply("first answer"), text_reply("second answer"), text_reply("never")],
+        {2: lambda: disk.fill(process[0].popen.pid)},
+    )
+    run.server.handler = model
+    process.append(run.start())
+    agent = process[0]
+    try:
+        agent.send(b"first question\nsecond question\nthird question\n")
+        code = agent.finish()
+    finally:
+        disk.free(agent.popen.pid)
+
+    assert "Traceback" not in agent.text_err, agent.text_err
+    assert code == 1
+    assert agent.printed_lines() == ["first answer", "second answer"]  # shown...
+    (error,) = agent.error_lines()
+    assert error.startswith("agentloop: error: the reply was not saved: session store ")
+    assert "(not saved: the store refuses writes" in agent.text_err  # ...and said to be lost
+    assert "stopping" in agent.text_err
+    assert len(model.bodies) == 2  # the third question was never sent
+    assert run.stored() == ["first question", "first answer"]
+    run.check()
+
+
+def test_print_mode_prints_no_answer_it_could_not_store_and_fails(run: Run, disk: Disk) -> None:
+    process: list[AgentProcess] = []
+    model = OnRequest([text_reply("the answer")], {1: lambda: disk.fill(process[0].popen.pid)})
+    run.server.handler = model
+    process.append(run.start("-p", "a question"))
+    agent = process[0]
+    try:
+        code = agent.finish()
+    finally:
+        disk.free(agent.popen.pid)
+
+    assert "Traceback" not in agent.text_err, agent.text_err
+    assert code == 1
+    assert agent.text_out == ""  # printed only once stored: it was not
+    (error,) = agent.error_lines()
+    assert "the reply was not saved" in error
+    assert "is saved" not in agent.text_err
+
+
+def test_a_process_paused_past_its_lease_makes_no_paid_call_when_it_wakes(
+    run: Run, store_factory: StoreFactory
+) -> None:
+    run.server.handler = OnRequest([text_reply("first answer"), text_reply("never")], {})
+    agent = run.start()
+    try:
+        agent.send(b"first question\n")
+        assert agent.wait_for(lambda: agent.printed_lines() == ["first answer"])
+        agent.popen.send_signal(signal.SIGSTOP)  # paused: its lease runs out meanwhile
+        later = datetime.now(UTC) + timedelta(hours=1)
+        other = store_factory.open(clock=lambda: later)
+        (session,) = other.list_sessions(limit=None)
+        other.acquire_lease(session.id, owner="pid 2 on host b")
+        agent.popen.send_signal(signal.SIGCONT)
+        agent.send(b"second question\n")
+        code = agent.finish()
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            agent.popen.send_signal(signal.SIGCONT)
+
+    assert "Traceback" not in agent.text_err, agent.text_err
+    assert code == 1
+    (error,) = agent.error_lines()
+    assert "in use by pid 2 on host b" in error and "nothing was sent to the model" in error
+    assert len(run.server.message_requests) == 1  # the woken process paid for nothing
+    assert run.stored() == ["first question", "first answer"]
+    store_factory.close()
+
+
+# -- a workspace whose path is not UTF-8 -------------------------------------------------------
+
+
+def test_a_workspace_whose_path_is_not_utf8_starts_continues_and_lists(run: Run) -> None:
+    workspace = Path(os.fsdecode(os.fsencode(run.root) + b"/caf\xe9 project"))
+    workspace.mkdir()
+    run.server.handler = OnRequest([text_reply("one"), text_reply("two")], {})
+
+    def agentloop(*args: str) -> AgentProcess:
+        process = AgentProcess(list(args), cwd=workspace, env=run.env())
+        assert process.finish() == 0, process.text_err
+        assert "Traceback" not in process.text_err, process.text_err
+        return process
+
+    assert agentloop("-p", "hello there").printed_lines() == ["one"]
+    resumed = agentloop("-c", "-p", "and again")
+    assert resumed.printed_lines() == ["two"]
+    listed = agentloop("sessions", "list")
+    assert "hello there" in listed.text_out
+    assert run.stored() == ["hello there", "one", "and again", "two"]
+    with open_store(run.location) as store:
+        (session,) = store.list_sessions(limit=None)
+    assert session.workspace.endswith("/caf\\xe9 project")  # the byte, written \xNN
+
+
+# -- NUL characters ------------------------------------------------------------------------------
+
+
+def test_a_nul_in_the_first_message_is_stored_as_sent_on_both_backends(run: Run) -> None:
+    model = OnRequest([text_reply("answer \x00 with a NUL"), text_reply("again")], {})
+    run.server.handler = model
+    first = run.start("-p", "look at this")
+    first.send(b"a\x00b, the bytes of a binary file\n")
+    assert first.finish() == 0, first.text_err
+    second = run.start("-c", "-p", "and this: \x01\x02")
+    assert second.finish() == 0, second.text_err
+
+    assert first.printed_lines() == ["answer \x00 with a NUL"]
+    sent = model.bodies[-1]["messages"]
+    assert "a\x00b" in sent[0]["content"][0]["text"]
+    with open_store(run.location) as store:
+        (session,) = store.list_sessions(limit=None)
+        stored = [dict(from_record(m).to_param()) for m in store.get_messages(session.id)]
+    assert [m["content"][0]["text"] for m in stored] == [
+        *(m["content"][0]["text"] for m in sent),
+        "again",
+    ]  # the NUL characters too, exactly as sent
+    assert session.title is not None and "\x00" not in session.title
+    assert session.title.startswith("look at this")
