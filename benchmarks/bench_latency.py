@@ -15,8 +15,10 @@ replies takes a tenth of the time. Run: ``python benchmarks/bench_latency.py [--
 from __future__ import annotations
 
 import argparse
+import itertools
 import statistics
 import sys
+from typing import Any
 
 import bench_support  # noqa: F401  (puts the repository and tests/ on sys.path)
 from bench_cost import summary_for
@@ -46,6 +48,91 @@ def run_one(
     return run
 
 
+WORDS = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "theta", "kappa", "lambda"]
+
+
+def words(label: str, count: int) -> str:
+    return label + ": " + " ".join(WORDS[n % len(WORDS)] for n in range(count))
+
+
+class CliScript:
+    """The test server's handler for the CLI run: replies after ``reply`` seconds, summaries
+    (the first request and, in the background, its refreshes) after ``summary`` seconds."""
+
+    def __init__(self, reply: float, summary: float, first: str) -> None:
+        self.reply, self.summary, self.first = reply, summary, first
+        self.turn = 0
+
+    def __call__(self, body: dict[str, Any]) -> Any:
+        from fake_api import text_reply
+        from test_loop import is_summary_request
+
+        if is_summary_request(body):
+            return text_reply(
+                f"## Goal\n{self.first}\n\n## Progress\nin progress", delay=self.summary
+            )
+        self.turn += 1
+        return text_reply(words(f"answer {self.turn}", 700), delay=self.reply)
+
+
+def cli_run(prepare: bool, reply: float, summary: float, turns: int = 36) -> list[float]:
+    """The stall of each compaction through the console script (a 60k window): the duration
+    of each turn that compacted, less the median duration of the turns that did not."""
+    import os
+    import subprocess
+    import tempfile
+    import threading
+    import time
+    from pathlib import Path
+
+    lines = [words(f"request {n}", 700) for n in range(turns)]
+    with FakeAnthropicServer() as server, tempfile.TemporaryDirectory() as home:
+        server.handler = CliScript(reply, summary, lines[0][:60])
+        server.context_window = 60_000
+        env = dict(os.environ)
+        env.update(
+            ANTHROPIC_BASE_URL=server.base_url,
+            ANTHROPIC_API_KEY="test-key",
+            AGENTLOOP_HOME=home,
+            AGENTLOOP_PREPARE_SUMMARIES="on" if prepare else "off",
+        )
+        agentloop = Path(sys.executable).parent / "agentloop"
+        process = subprocess.Popen(
+            [str(agentloop), "--context-window", "60000", "--compaction-strategy", "summarize"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=home,
+            env=env,
+        )
+        assert process.stdin is not None and process.stdout is not None
+        assert process.stderr is not None
+        notices: list[float] = []
+
+        def watch_errors() -> None:
+            assert process.stderr is not None
+            for line in process.stderr:
+                if line.startswith("Conversation compacted"):
+                    notices.append(time.perf_counter())
+
+        watcher = threading.Thread(target=watch_errors)
+        watcher.start()
+        start = time.perf_counter()
+        process.stdin.write("\n".join(lines) + "\n")
+        process.stdin.close()
+        replies = [start]
+        for line in process.stdout:
+            if line.startswith("answer "):
+                replies.append(time.perf_counter())
+        process.wait()
+        watcher.join()
+    durations = [b - a for a, b in itertools.pairwise(replies)]
+    compacted = {next(i for i, t in enumerate(replies[1:]) if t >= n) for n in notices}
+    usual = statistics.median(d for i, d in enumerate(durations) if i not in compacted)
+    return [max(0.0, durations[i] - usual) for i in sorted(compacted)]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--reply", type=float, default=1.0, help="seconds per reply")
@@ -53,7 +140,24 @@ def main(argv: list[str] | None = None) -> int:
         "--summaries", type=float, nargs="+", default=[4.0, 30.0], help="seconds per summary"
     )
     parser.add_argument("--scale", type=float, default=10.0, help="divide every latency by this")
+    parser.add_argument(
+        "--cli", action="store_true", help="only the console script, at real latencies"
+    )
     args = parser.parse_args(argv)
+
+    if args.cli:
+        summary = args.summaries[0]
+        print(
+            f"The console script, 36 turns, a 60k window: replies {args.reply:g} s, summaries "
+            f"{summary:g} s (real time)"
+        )
+        print(f"{'prepared':<8} {'compactions':>11} {'stalls':<40} {'worst':>8}")
+        for prepare in (False, True):
+            stalls = cli_run(prepare, args.reply, summary)
+            shown = ", ".join(f"{s:.2f} s" for s in stalls)
+            worst = f"{max(stalls):.2f} s" if stalls else "-"
+            print(f"{'yes' if prepare else 'no':<8} {len(stalls):>11} {shown:<40} {worst:>8}")
+        return 0
 
     cases = [(30_000, 120), (60_000, 240), (200_000, 600)]
     header = (

@@ -85,7 +85,7 @@ class PostgresSessionStore(PostgresConnection, SqlSessionStore):
         )
 
     @contextmanager
-    def _transaction(self, *, write: bool) -> Iterator[SqlTransaction]:
+    def _transaction(self, *, write: bool, lease: bool = False) -> Iterator[SqlTransaction]:
         with self._db(write=write, stamp=write and self._clock is None) as db:
             clock = self._clock or _server_clock(db, db.began_at)
             tx = SqlTransaction(db, self.location, clock, write=write, book=self._book)

@@ -86,8 +86,11 @@ class SqlSessionStore(abc.ABC):
     """The store's file path or server URL (never with a password), for messages."""
 
     @abc.abstractmethod
-    def _transaction(self, *, write: bool) -> AbstractContextManager[SqlTransaction]:
-        """One transaction of the backend (a write transaction holds the write lock)."""
+    def _transaction(
+        self, *, write: bool, lease: bool = False
+    ) -> AbstractContextManager[SqlTransaction]:
+        """One transaction of the backend (a write transaction holds the write lock). ``lease``:
+        a write of leases only, which need not wait for a check of the whole store."""
 
     # ------------------------------------------------------------------ sessions
 
@@ -411,7 +414,7 @@ class SqlSessionStore(abc.ABC):
         if not owner:
             raise ValueError("owner must describe the lease holder")
         _require_ttl(ttl)
-        with self._transaction(write=True) as tx:
+        with self._transaction(write=True, lease=True) as tx:
             return tx.acquire_lease(tx.resolve(session_id), owner, float(ttl))
 
     def renew_lease(self, lease: Lease) -> Lease:
@@ -419,13 +422,13 @@ class SqlSessionStore(abc.ABC):
         made with it, ``session_id`` is the child's. :class:`SessionLeasedError` if the lease
         was lost (released, or taken over after it expired)."""
         _require_lease(lease)
-        with self._transaction(write=True) as tx:
+        with self._transaction(write=True, lease=True) as tx:
             return tx.renew_lease(lease)
 
     def release_lease(self, lease: Lease) -> None:
         """Give the lease up; nothing happens if it was already lost."""
         _require_lease(lease)
-        with self._transaction(write=True) as tx:
+        with self._transaction(write=True, lease=True) as tx:
             tx.release_lease(lease)
 
     def get_lease(self, session_id: str) -> Lease | None:

@@ -41,9 +41,9 @@ class SqliteSessionStore(SqliteConnection, SqlSessionStore):
         SqliteConnection.__init__(self, path, busy_timeout=busy_timeout, read_only=read_only)
 
     @contextmanager
-    def _transaction(self, *, write: bool) -> Iterator[SqlTransaction]:
+    def _transaction(self, *, write: bool, lease: bool = False) -> Iterator[SqlTransaction]:
         with self._lock:  # (held until the commit's callbacks ran)
-            with self._db(write=write) as db:
+            with self._db(write=write, checked=not lease) as db:
                 tx = SqlTransaction(db, self.location, self._clock, write=write, book=self._book)
                 yield tx
             for done in tx.on_commit:

@@ -17,6 +17,7 @@ from typing import Any
 from ._errors import StoreError
 from ._paths import default_store_path
 from ._sql_reads import Dialect, storable
+from ._sqlite_check import IntegrityCheck
 from ._sqlite_file import map_error, open_connection, open_read_only, tidy_sidecars
 
 DEFAULT_BUSY_TIMEOUT = 5.0
@@ -92,15 +93,21 @@ class SqliteConnection:
         self._lock = threading.RLock()
         self._conn: sqlite3.Connection | None = None
         self._tidy = False
+        self._check: IntegrityCheck | None = None
         if read_only:
             self._conn, self._tidy = open_read_only(self.path, busy_timeout)
         else:
             self._conn = open_connection(self.path, busy_timeout)
+            self._check = IntegrityCheck(self.path, busy_timeout)
 
     @contextmanager
-    def _db(self, *, write: bool) -> Iterator[SqliteDb]:
+    def _db(self, *, write: bool, checked: bool = True) -> Iterator[SqliteDb]:
         """One transaction, committed when the block ends, rolled back if it raises; SQLite's
-        errors become one-line :class:`SessionError` s."""
+        errors become one-line :class:`SessionError` s. A write waits for the check of the
+        whole file (:mod:`sessions._sqlite_check`) unless not ``checked`` (a lease), and none
+        is made to a file found damaged."""
+        if write and self._check is not None:
+            self._check.require_sound(wait=checked)  # (outside the lock: reads go on meanwhile)
         with self._lock:
             conn = self._conn
             if conn is None:
@@ -129,6 +136,8 @@ class SqliteConnection:
 
     def close(self) -> None:
         """Close the connection (idempotent); further calls raise :class:`StoreError`."""
+        if self._check is not None:
+            self._check.close()
         with self._lock:
             if self._conn is not None:
                 self._conn.close()

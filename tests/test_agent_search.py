@@ -70,7 +70,6 @@ def test_list_files_caps_count(ws: Path, monkeypatch: pytest.MonkeyPatch) -> Non
     for i in range(30):
         (ws / f"f{i:02d}.txt").write_text("")
     monkeypatch.setattr(search, "LIST_MAX_FILES", 10)
-    monkeypatch.setattr(search, "run_limited", lambda *args: None)  # searched here: the cap holds
     lines = run(make_tools(ws), "list_files").content.splitlines()
     assert lines[:10] == [f"f{i:02d}.txt" for i in range(10)]
     assert len(lines) == 11 and "10 of 30" in lines[10]
@@ -135,7 +134,6 @@ def test_grep_skips_binary_tool_dirs_and_outside_symlinks(ws: Path, outside: Pat
 def test_grep_caps_matches_and_long_lines(ws: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (ws / "many.txt").write_text("hit\n" * 50 + "z" * 5000 + "hit" + "z" * 5000 + "\n")
     monkeypatch.setattr(search, "GREP_MAX_MATCHES", 20)
-    monkeypatch.setattr(search, "run_limited", lambda *args: None)  # searched here: the cap holds
     lines = run(make_tools(ws), "grep", pattern="hit").content.splitlines()
     assert len(lines) == 21 and "stopped after 20 matches" in lines[-1]
     monkeypatch.setattr(search, "GREP_MAX_MATCHES", 200)

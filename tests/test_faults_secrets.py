@@ -89,7 +89,9 @@ def test_no_credential_reaches_the_model_the_store_or_the_screen(keyed: Agent) -
     assert "PLAIN_SETTING=not-a-secret-value" in environ  # the block is there...
     assert "ANTHROPIC_API_KEY" not in environ and "PGPASSWORD" not in environ  # ...its secrets not
     assert "PLAIN_SETTING" in env and "DATABASE_URL" not in env and "SENTRY_DSN" not in env
-    assert "[redacted $ANTHROPIC_API_KEY]" in reversed_ and "[redacted $ANTHROPIC_API_KEY]" in encoded
+    assert (
+        "[redacted $ANTHROPIC_API_KEY]" in reversed_ and "[redacted $ANTHROPIC_API_KEY]" in encoded
+    )
     assert echoed == "(no output)\n[exit code 0]"  # the commands had none of them
     nowhere(
         keyed,
@@ -103,10 +105,10 @@ def test_no_credential_reaches_the_model_the_store_or_the_screen(keyed: Agent) -
 def test_a_secret_the_truncation_cuts_through_is_redacted_whole(keyed: Agent) -> None:
     (keyed.workspace / "key.txt").write_text(SECRET)
     # 30,000 bytes are shown, 15,000 from each end: the key starts 10 bytes before the cut.
-    command = "head -c 14990 /dev/zero | tr '\\0' x; cat key.txt; head -c 40000 /dev/zero | tr '\\0' y"
-    keyed.script.add(
-        tool_reply(ToolCall("run_command", {"command": command})), text_reply("done")
+    command = (
+        "head -c 14990 /dev/zero | tr '\\0' x; cat key.txt; head -c 40000 /dev/zero | tr '\\0' y"
     )
+    keyed.script.add(tool_reply(ToolCall("run_command", {"command": command})), text_reply("done"))
 
     process = keyed.run(
         "--context-window", WINDOW, "--yes", stdin=b"go\n", env={"ANTHROPIC_API_KEY": SECRET}
@@ -117,3 +119,32 @@ def test_a_secret_the_truncation_cuts_through_is_redacted_whole(keyed: Agent) ->
     assert "bytes of output omitted" in result
     assert result.startswith("x" * 14990 + "[redacted"), result[14980:15050]
     nowhere(keyed, [SECRET[:10], SECRET[-10:]], process.text_out)
+
+
+def test_secrets_are_known_by_name_and_by_shape_and_copies_are_redacted() -> None:
+    from agentloop._agent.secrets import is_secret, redact, scrubbed_environment
+
+    for name, value in CREDENTIALS.items():
+        assert is_secret(name, value) == (name != "PLAIN_SETTING"), name
+    for name in ("PWD", "OLDPWD", "TOKENIZERS_PARALLELISM", "MONKEY_BUSINESS", "GIT_AUTHOR"):
+        assert not is_secret(name, "/home/someone"), name
+    shaped = {
+        "SOME_URL": "https://user:hunter22@example.com/x",
+        "UPSTREAM": "ghp_" + "A1b2" * 9,
+        "CI_THING": "xoxb-1234567890-abcdefghij",
+    }
+    for name, value in shaped.items():
+        assert is_secret(name, value), name  # by the value's shape
+    assert not is_secret("GIT_URL", "ssh://git@github.com/org/repo.git")
+    assert scrubbed_environment({**shaped, "PATH": "/bin"}) == {"PATH": "/bin"}
+
+    env = {"API_TOKEN": "s3cr3t-value-1234"}
+    value = env["API_TOKEN"]
+    text = " | ".join(
+        [value[::-1], base64.b64encode(b"x" + value.encode()).decode(), value.encode().hex()]
+    )
+    assert redact(text, env).count("[redacted $API_TOKEN]") == 3
+    assert redact("clone https://bob:pa55word@host/repo", {}) == (
+        "clone https://bob:[redacted]@host/repo"
+    )
+    assert redact("token ghp_" + "A1b2" * 9 + " end", {}) == "token [redacted token] end"

@@ -393,3 +393,73 @@ def test_a_nul_in_the_first_message_is_stored_as_sent_on_both_backends(run: Run)
     ]  # the NUL characters too, exactly as sent
     assert session.title is not None and "\x00" not in session.title
     assert session.title.startswith("look at this")
+
+
+# -- a store damaged where opening it does not look -----------------------------------------------
+
+
+def damage_a_page_of(path: Path, session_id: str) -> None:
+    """Break the header of the first table page holding ``session_id``'s messages (a page
+    that continuing another session never reads)."""
+    with contextlib.closing(sqlite3.connect(path)) as db:
+        page_size = db.execute("PRAGMA page_size").fetchone()[0]
+        first = db.execute(
+            "SELECT min(id) FROM messages WHERE session_id = ?", (session_id,)
+        ).fetchone()[0]
+        pages = [
+            page
+            for (page,) in db.execute(
+                "SELECT pageno FROM dbstat WHERE name = 'messages' AND pagetype = 'leaf' "
+                "ORDER BY pageno"
+            )
+        ]
+        assert len(pages) > 2 and first is not None
+    with open(path, "r+b") as handle:
+        handle.seek((pages[0] - 1) * page_size)
+        handle.write(b"\x42")  # not a page type
+
+
+def test_a_store_damaged_in_a_page_not_read_at_open_is_left_untouched(tmp_path: Path) -> None:
+    from sessions import workspace_key
+
+    script = Script()
+    script.add(text_reply("never stored"))
+    with FakeAnthropicServer(handler=script) as server:
+        run = Run(tmp_path, server, store_contract.SqliteFactory(tmp_path), script)
+        run.workspace.mkdir()
+        here = workspace_key(run.workspace)
+        with open_store(run.location) as store:
+            old = store.create_session(model="m", workspace=here, title="old")
+            store.append_messages(
+                old.id,
+                [
+                    {"role": r, "content": [{"type": "text", "text": f"{r} {n} " + "x" * 3000}]}
+                    for n in range(40)
+                    for r in ("user", "assistant")
+                ],
+            )
+            new = store.create_session(model="m", workspace=here, title="new")
+            store.append_messages(
+                new.id,
+                [{"role": "user", "content": "hello"}, {"role": "assistant", "content": "hi"}],
+            )
+        damage_a_page_of(Path(run.location), old.id)
+        before = Path(run.location).read_bytes()
+
+        agent = run.start("-c")
+        agent.send(b"go on\n")
+        code = agent.finish()
+
+    assert "Traceback" not in agent.text_err, agent.text_err
+    assert code != 0
+    assert "is damaged" in agent.text_err and "left untouched" in agent.text_err
+    assert len(server.message_requests) <= 1  # refused at start, or its reply not stored
+    # Nothing of the conversation was written: the new session reads as it was.
+    with contextlib.closing(sqlite3.connect(f"file:{run.location}?mode=ro", uri=True)) as db:
+        count = db.execute("SELECT count(*) FROM messages WHERE session_id = ?", (new.id,))
+        assert count.fetchone()[0] == 2
+    after = Path(run.location).read_bytes()
+    changed = [
+        n for n in range(0, len(before), 4096) if before[n : n + 4096] != after[n : n + 4096]
+    ]
+    assert len(changed) <= 2, changed  # at most the lease (its table, the file header)

@@ -1,7 +1,8 @@
 """Fault injection (issue 20), tools that run away: a ``grep`` whose regular expression backtracks
 for ever. Through the console script against the test server: the search has a time limit and
-the agent goes on (in ``-p``, where nobody can press Ctrl-C); Ctrl-C stops it at once; and the
-search never outlives the agent, even one killed with ``kill -9``.
+the agent goes on (in ``-p``, where nobody can press Ctrl-C); Ctrl-C stops it at once. Off the
+main thread (an event loop's executor) the search runs in a child process, stopped the same
+way, and never outliving the agent, even one killed with ``kill -9``.
 """
 
 from __future__ import annotations
@@ -9,6 +10,9 @@ from __future__ import annotations
 import os
 import select
 import signal
+import subprocess
+import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +22,10 @@ from fake_api import FakeAnthropicServer, ToolCall, text_reply, tool_reply
 from test_faults_kill import HANG_GUARD, AgentProcess, CliPlace
 from test_faults_stream import only_session, texts
 from test_loop import Script
+
+from agentloop._agent.search import GrepTool
+from agentloop._agent.workspace import Workspace
+from agentloop._core.tool import ToolResult
 
 WINDOW = "8000"
 CATASTROPHIC = "(a+)+$"
@@ -39,32 +47,32 @@ def grep(timeout: float) -> ToolCall:
     return ToolCall("grep", {"pattern": CATASTROPHIC, "timeout": timeout}, id="toolu_grep")
 
 
-def searches(agent: AgentProcess) -> list[int]:
-    """The pids of the agent's search children (``python -m agentloop._agent.limited``)."""
+def searches(pid: int) -> list[int]:
+    """The pids of the search children (``python -m agentloop._agent.limited``) of ``pid``."""
     found = []
-    for task in Path(f"/proc/{agent.popen.pid}/task").glob("*"):
+    for task in Path(f"/proc/{pid}/task").glob("*"):
         try:
             children = (task / "children").read_text().split()
         except OSError:
             continue
-        for pid in children:
+        for child in children:
             try:
-                command = Path(f"/proc/{pid}/cmdline").read_bytes()
+                command = Path(f"/proc/{child}/cmdline").read_bytes()
             except OSError:
                 continue
             if b"agentloop._agent.limited" in command:
-                found.append(int(pid))
+                found.append(int(child))
     return found
 
 
-def wait_for_search(agent: AgentProcess) -> int:
+def wait_for_search(agent: subprocess.Popen[bytes]) -> int:
     """The search child's pid, once it runs (checked until the hang guard: never a pace)."""
     deadline = time.monotonic() + HANG_GUARD
-    while time.monotonic() < deadline and agent.popen.poll() is None:
-        if running := searches(agent):
+    while time.monotonic() < deadline and agent.poll() is None:
+        if running := searches(agent.pid):
             return running[0]
         time.sleep(0.02)
-    raise AssertionError(f"no search started: {agent.text_err}")
+    raise AssertionError("no search started")
 
 
 def ends(pid: int) -> bool:
@@ -97,7 +105,6 @@ def test_a_runaway_grep_is_stopped_at_its_time_limit_in_print_mode(
     (result,) = script.conversation[1]["messages"][-1]["content"]
     assert result["is_error"] is True
     assert str(result["content"]).startswith("grep stopped after 1 s (its time limit)")
-    assert searches(agent) == []
 
 
 def test_ctrl_c_stops_a_runaway_grep_and_the_next_turn_runs(
@@ -108,8 +115,8 @@ def test_ctrl_c_stops_a_runaway_grep_and_the_next_turn_runs(
     agent = AgentProcess(["--context-window", WINDOW], cwd=where.workspace, env=where.env())
     try:
         agent.send(b"find the a's\nsomething else\n")
-        search = wait_for_search(agent)
-        agent.popen.send_signal(signal.SIGINT)
+        assert agent.wait_for(lambda: "⏺ grep" in agent.text_err)
+        agent.popen.send_signal(signal.SIGINT)  # in the search or about to be: it stops
         code = agent.finish()
     finally:
         if agent.popen.poll() is None:
@@ -119,23 +126,45 @@ def test_ctrl_c_stops_a_runaway_grep_and_the_next_turn_runs(
     assert "(interrupted)" in agent.text_err
     assert code == 0, agent.text_err
     assert agent.printed_lines() == ["next answer"]
-    assert ends(search)
     history = only_session(where.store)
     assert texts(history)[-2:] == ["something else", "next answer"]
     assert "interrupted" in str(history[2].content)  # the grep's call is answered
 
 
-def test_a_search_does_not_outlive_an_agent_killed_with_kill_9(
-    place: tuple[CliPlace, Script],
-) -> None:
-    where, script = place
-    script.add(tool_reply(grep(timeout=600)))
-    agent = AgentProcess(["--context-window", WINDOW], cwd=where.workspace, env=where.env())
+def test_off_the_main_thread_a_runaway_grep_is_stopped_in_a_child(tmp_path: Path) -> None:
+    (tmp_path / "trap.txt").write_text("a" * 60 + "!\n")
+    tool = GrepTool(Workspace(tmp_path))
+    results: list[ToolResult] = []
+    worker = threading.Thread(
+        target=lambda: results.append(tool.run({"pattern": CATASTROPHIC, "timeout": 1}))
+    )
+    worker.start()
+    worker.join(HANG_GUARD)
+
+    (result,) = results
+    assert result.is_error and result.content.startswith("grep stopped after 1 s")
+    assert searches(os.getpid()) == []  # the child was stopped with it
+
+
+AGENT_THREAD = """
+import sys, threading
+from agentloop._agent.search import GrepTool
+from agentloop._agent.workspace import Workspace
+tool = GrepTool(Workspace(sys.argv[1]))
+search = {"pattern": sys.argv[2], "timeout": 600}
+threading.Thread(target=tool.run, args=(search,)).start()
+"""
+
+
+def test_a_search_child_does_not_outlive_an_agent_killed_with_kill_9(tmp_path: Path) -> None:
+    (tmp_path / "trap.txt").write_text("a" * 60 + "!\n")
+    agent = subprocess.Popen([sys.executable, "-c", AGENT_THREAD, str(tmp_path), CATASTROPHIC])
     try:
-        agent.send(b"find the a's\n")
         search = wait_for_search(agent)
         agent.kill()
+        agent.wait()
         assert ends(search)  # it noticed its parent was gone and stopped
     finally:
-        if agent.popen.poll() is None:
+        if agent.poll() is None:
             agent.kill()
+            agent.wait()

@@ -248,3 +248,38 @@ def test_prepare_at_none_turns_it_off(
     assert not any(t.summary.prepared for t in recorder.transitions)
     compacter = loop.compacter
     assert compacter is not None and compacter.preparation.started == 0
+
+
+def test_the_cli_prepares_by_default_and_the_setting_turns_it_off(
+    cli: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lines = [filler(f"request {n}", 1200) for n in range(14)]
+
+    def run(setting: str | None) -> Any:
+        if setting is None:
+            monkeypatch.delenv("AGENTLOOP_PREPARE_SUMMARIES", raising=False)
+        else:
+            monkeypatch.setenv("AGENTLOOP_PREPARE_SUMMARIES", setting)
+        for n in range(len(lines)):
+            # A reply takes a moment, as a real one does (far less than a real one).
+            cli.script.add(text_reply(filler(f"answer {n}", 1200), delay=0.2))
+        cli.fake_api.context_window = 30_000
+        stdin = "\n".join([*lines, "/context"]) + "\n"
+        return cli.run("--context-window", "30000", stdin=stdin)
+
+    prepared = run(None)
+    assert prepared.code == 0, prepared.err
+    assert prepared.notices
+    assert "note: the summary was prepared in the background" in prepared.err
+    assert "Summaries: prepared in the background past" in prepared.err  # /context says so
+    assert background_threads() == []  # the CLI ended what ran in the background
+
+    off = run("off")
+    assert off.code == 0, off.err
+    assert off.notices and "prepared in the background" not in off.err
+    assert "preparing ahead is off" in off.err
+
+    refused = run("sometimes")
+    assert refused.code == 2 or refused.code == 1
+    (line,) = refused.error_lines()
+    assert "AGENTLOOP_PREPARE_SUMMARIES must be on or off" in line

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from agentloop._adapters.anthropic_errors import (
@@ -22,7 +22,14 @@ from agentloop._adapters.anthropic_errors import (
     translated,
 )
 from agentloop._core.cache import CacheMode, with_cache_breakpoints
-from agentloop._core.messages import ContentBlock, Message, Usage, has_compaction, to_params
+from agentloop._core.messages import (
+    SDK_INPUT_FIELDS,
+    ContentBlock,
+    Message,
+    Usage,
+    has_compaction,
+    to_params,
+)
 from agentloop._core.model import (
     IterationUsage,
     ModelRequest,
@@ -50,17 +57,6 @@ __all__ = [
     "response_from_message",
 ]
 
-# What the API accepts back on input for the blocks it returns. Anything else the SDK adds to its
-# response objects (``parsed_output``, ``caller``, ``citations=None``...) would be refused with
-# "Extra inputs are not permitted" when the reply is sent back as history.
-_INPUT_FIELDS: Mapping[str, tuple[str, ...]] = {
-    "text": ("type", "text", "citations"),
-    "tool_use": ("type", "id", "name", "input"),
-    "thinking": ("type", "thinking", "signature"),
-    "redacted_thinking": ("type", "data"),
-    # Sent back verbatim: the API checks the signature and continues from the block.
-    "compaction": ("type", "content", "encrypted_content", "signature", "tool_changes"),
-}
 
 COMPACT_BETA = "compact-2026-01-12"
 """The beta of server-side compaction (the ``compact_20260112`` context edit)."""
@@ -151,7 +147,7 @@ def message_from_response(message: SDKMessage) -> Message:
 
 def _block_dict(block: Any) -> ContentBlock:
     data: dict[str, Any] = block.model_dump(mode="json", exclude_none=True)
-    fields = _INPUT_FIELDS.get(str(data.get("type")))
+    fields = SDK_INPUT_FIELDS.get(str(data.get("type")))
     if fields is None:
         return data  # a block type we do not know: passed through untouched
     kept = {key: data[key] for key in fields if key in data}

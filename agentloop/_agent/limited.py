@@ -1,13 +1,15 @@
-"""Searches with a time limit: grep and list_files run in a child process that is stopped when
-its time is up, or at once on Ctrl-C, and the agent goes on.
+"""Searches with a time limit: grep and list_files are stopped when their time is up, or at once
+on Ctrl-C, and the agent goes on.
 
 A regular expression can backtrack for ever on one line (``(a+)+$``), and while it does it holds
-Python's lock: in the agent's own process nothing else could run, not even a timer. So the
-search runs in a fresh interpreter (:func:`main`, ``python -m agentloop._agent.limited``) on the
-same workspace, with the same confinement: the request goes in on stdin as JSON, the result
-comes back on stdout. The child stops itself when its time is up or its parent is gone (a
-timer whose signal the regular expression engine does check), and the parent kills it if it
-does not answer in time, or when the parent is interrupted.
+Python's lock: no other thread of the process runs. What still runs is a signal handler of the
+main thread (the regular expression engine checks for signals). So a search in the main thread
+(the command line's) runs under a timer whose handler stops it (:func:`run_limited`); Ctrl-C
+stops it the same way. Anywhere else (a worker thread, an event loop's executor) it runs in a
+fresh interpreter instead (:func:`main`, ``python -m agentloop._agent.limited``) on the same
+workspace, with the same confinement: the request goes in on stdin as JSON, the result comes
+back on stdout; the child stops itself when its time is up or its parent is gone, and the
+parent kills it if it does not answer in time, or when the parent is interrupted.
 """
 
 from __future__ import annotations
@@ -17,8 +19,10 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Mapping
+import threading
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 from agentloop._core.tool import ToolResult
@@ -50,11 +54,62 @@ def time_limit(tool_input: Mapping[str, Any]) -> float:
 
 
 def run_limited(
+    tool: str,
+    root: Path,
+    tool_input: Mapping[str, Any],
+    timeout: float,
+    search: Callable[[], ToolResult],
+) -> ToolResult:
+    """``search()`` — the search ``tool`` (``grep`` or ``list_files``) with ``tool_input`` on
+    the workspace ``root`` — stopped after ``timeout`` seconds: here under a timer in the main
+    thread, else in a child process (here, without a limit, when no child can be started)."""
+    if _timer_is_free():
+        return _under_timer(tool, timeout, search)
+    result = _in_child(tool, root, tool_input, timeout)
+    return search() if result is None else result
+
+
+def _timer_is_free() -> bool:
+    """Whether this is the main thread and nobody else uses its interval timer."""
+    if threading.current_thread() is not threading.main_thread():
+        return False
+    if not hasattr(signal, "setitimer"):
+        return False
+    handler = signal.getsignal(signal.SIGALRM)
+    return handler in (signal.SIG_DFL, signal.SIG_IGN, None) and not any(
+        signal.getitimer(signal.ITIMER_REAL)
+    )
+
+
+def _under_timer(tool: str, timeout: float, search: Callable[[], ToolResult]) -> ToolResult:
+    previous = signal.getsignal(signal.SIGALRM)
+    armed = [True]
+
+    def expire(signum: int, frame: FrameType | None) -> None:
+        if armed[0]:
+            raise _TimeUp
+
+    def disarm() -> None:
+        armed[0] = False
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, signal.SIG_DFL if previous is None else previous)
+
+    try:
+        try:
+            signal.signal(signal.SIGALRM, expire)
+            signal.setitimer(signal.ITIMER_REAL, timeout)
+            return search()
+        finally:
+            disarm()
+    except _TimeUp:  # (also when it came as the timer was being disarmed)
+        disarm()
+        return _stopped(tool, timeout)
+
+
+def _in_child(
     tool: str, root: Path, tool_input: Mapping[str, Any], timeout: float
 ) -> ToolResult | None:
-    """Run the search ``tool`` (``grep`` or ``list_files``) on the workspace ``root`` in a
-    child process, stopped after ``timeout`` seconds; None when no child can be started (the
-    caller then searches in its own process)."""
+    """The search in a child process; None when no child can be started."""
     from agentloop._agent.secrets import scrubbed_environment, secret_values
 
     request = {
@@ -107,7 +162,7 @@ def _stopped(tool: str, timeout: float) -> ToolResult:
 
 
 class _TimeUp(BaseException):
-    """The child's time is up (not an ``Exception``: no tool's error handling catches it)."""
+    """The search's time is up (not an ``Exception``: no tool's error handling catches it)."""
 
 
 def main() -> None:

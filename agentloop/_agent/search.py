@@ -194,11 +194,10 @@ class _LimitedSearch(CodingTool):
             timeout = time_limit(tool_input)
         except ValueError as error:
             raise InputError(str(error)) from None
-        if self._limited:
-            result = run_limited(self.name, self._workspace.root, tool_input, timeout)
-            if result is not None:
-                return result
-        return self._search(tool_input)
+        if not self._limited:
+            return self._search(tool_input)
+        root = self._workspace.root
+        return run_limited(self.name, root, tool_input, timeout, lambda: self._search(tool_input))
 
     def _search(self, tool_input: Mapping[str, Any]) -> ToolResult:
         raise NotImplementedError

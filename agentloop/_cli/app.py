@@ -70,6 +70,8 @@ class AgentOptions:
     strategy: StrategyName = "auto"
     """How to compact (``--compaction-strategy``); ``server`` lets the API do it."""
     compaction_model: str | None = None
+    prepare_summaries: bool = True
+    """Prepare summaries in the background (``AGENTLOOP_PREPARE_SUMMARIES``; never with -p)."""
     """Another model for summaries (``--compaction-model``); None: the conversation's."""
 
 
@@ -315,7 +317,9 @@ def _build_agent(
             standing_instructions=summary_instructions(options, workspace),
             summary_model=options.compaction_model,
             # One turn and the process ends: a summary prepared ahead could never be applied.
-            prepare_at=None if options.print_mode else CompactionSettings().prepare_at,
+            prepare_at=CompactionSettings().prepare_at
+            if options.prepare_summaries and not options.print_mode
+            else None,
         ),
         approve=approve,
         events=ui,

@@ -279,7 +279,20 @@ def agent_options(args: argparse.Namespace) -> AgentOptions:
         compaction_model=args.compaction_model
         or os.environ.get("AGENTLOOP_COMPACTION_MODEL")
         or None,
+        prepare_summaries=_prepare_setting(os.environ.get("AGENTLOOP_PREPARE_SUMMARIES")),
     )
+
+
+def _prepare_setting(value: str | None) -> bool:
+    """``AGENTLOOP_PREPARE_SUMMARIES``: on unless 0/no/off/false."""
+    if value is None or not value.strip():
+        return True
+    lowered = value.strip().lower()
+    if lowered in ("0", "no", "off", "false"):
+        return False
+    if lowered in ("1", "yes", "on", "true"):
+        return True
+    raise ConfigurationError(f"AGENTLOOP_PREPARE_SUMMARIES must be on or off, not {value!r}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -331,14 +331,19 @@ class CompactionCore:
         fallback: str | None = None
         notes: list[str] = []
         if prepared is not None:
+            # At most half the room the trigger leaves besides the system prompt and tools.
+            fixed = self.calibrate(self.fixed_tokens(system, tools))
+            half = fixed + max(0, trigger - fixed) // 2
             cut = prepared_cut(msgs, len(prepared.covered))
+            size = 0
             for tighten in (False, True):  # at most half the trigger, or it was too far behind
                 if cut is None:
                     break
                 compacted, measured = yield from self._assembled(
                     msgs, cut, prepared.text, hooks.state, request_chars, tighten, system, tools
                 )
-                if measured.tokens <= trigger // 2:
+                size = measured.tokens
+                if measured.tokens <= half:
                     strategy, text = "summarize", prepared.text
                     notes.append("the summary was prepared in the background: no model call now")
                     break
@@ -346,9 +351,10 @@ class CompactionCore:
             if compacted is None:
                 self.preparation.fallbacks += 1
                 self.preparation.discard("it covered too little of the conversation")
+                after = f" (it would have left {size:,} tokens, over {half:,})" if size else ""
                 warnings.append(
                     "the summary prepared in the background covered too little of the "
-                    "conversation: it was summarized now instead"
+                    f"conversation{after}: it was summarized now instead"
                 )
                 prepared = None
 

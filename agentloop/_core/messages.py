@@ -274,7 +274,9 @@ _REQUIRED_KEYS: dict[str, tuple[str, ...]] = {
 
 # What the API takes back of each block type it answers with: the rest of an SDK object's fields
 # (``parsed_output``, ``caller``...) would be refused as "Extra inputs are not permitted".
-_SDK_INPUT_FIELDS: dict[str, tuple[str, ...]] = {
+SDK_INPUT_FIELDS: dict[str, tuple[str, ...]] = {
+    # What the API accepts back on input for the blocks it returns: anything else the SDK adds
+    # to its response objects would be refused with "Extra inputs are not permitted".
     "text": ("type", "text", "citations"),
     "tool_use": ("type", "id", "name", "input"),
     "thinking": ("type", "thinking", "signature"),
@@ -284,7 +286,7 @@ _SDK_INPUT_FIELDS: dict[str, tuple[str, ...]] = {
 
 
 def _sdk_block(data: dict[str, Any]) -> dict[str, Any]:
-    fields = _SDK_INPUT_FIELDS.get(str(data.get("type")))
+    fields = SDK_INPUT_FIELDS.get(str(data.get("type")))
     if fields is None:
         return data  # a block type we do not know: passed on untouched
     kept = {key: data[key] for key in fields if key in data}

@@ -239,6 +239,7 @@ def _stale(
     if len(messages) < len(covered):
         return "messages it covers were removed"
     for mine, theirs in zip(covered, messages, strict=False):
-        if mine is not theirs and mine != theirs:
+        # What was said, not the bookkeeping (token counts and usage are added as it goes).
+        if mine is not theirs and (mine.role, mine.content) != (theirs.role, theirs.content):
             return "a message it covers was changed"
     return None

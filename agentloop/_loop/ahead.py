@@ -23,7 +23,7 @@ from agentloop._core.messages import Message
 from agentloop._core.prepared import PrepareJob
 from agentloop._loop.compacter import ConversationCompacter
 
-CLOSE_ENOUGH = 0.4
+CLOSE_ENOUGH = 0.25
 """A ready summary is applied without waiting for a fresher one in flight when what follows it
 is at most this share of the trigger (the child then stays under half of it)."""
 
