@@ -72,10 +72,10 @@ class CliScript:
                 f"## Goal\n{self.first}\n\n## Progress\nin progress", delay=self.summary
             )
         self.turn += 1
-        return text_reply(words(f"answer {self.turn}", 700), delay=self.reply)
+        return text_reply(words(f"answer {self.turn}", 1000), delay=self.reply)
 
 
-def cli_run(prepare: bool, reply: float, summary: float, turns: int = 36) -> list[float]:
+def cli_run(prepare: bool, reply: float, summary: float, turns: int = 50) -> list[float]:
     """The stall of each compaction through the console script (a 60k window): the duration
     of each turn that compacted, less the median duration of the turns that did not."""
     import os
@@ -85,7 +85,7 @@ def cli_run(prepare: bool, reply: float, summary: float, turns: int = 36) -> lis
     import time
     from pathlib import Path
 
-    lines = [words(f"request {n}", 700) for n in range(turns)]
+    lines = [words(f"request {n}", 1000) for n in range(turns)]
     with FakeAnthropicServer() as server, tempfile.TemporaryDirectory() as home:
         server.handler = CliScript(reply, summary, lines[0][:60])
         server.context_window = 60_000
@@ -119,14 +119,22 @@ def cli_run(prepare: bool, reply: float, summary: float, turns: int = 36) -> lis
         watcher = threading.Thread(target=watch_errors)
         watcher.start()
         start = time.perf_counter()
-        process.stdin.write("\n".join(lines) + "\n")
-        process.stdin.close()
+
+        def feed() -> None:
+            # From a thread: the lines are more than a pipe holds, and the replies must be read.
+            assert process.stdin is not None
+            process.stdin.write("\n".join(lines) + "\n")
+            process.stdin.close()
+
+        feeder = threading.Thread(target=feed)
+        feeder.start()
         replies = [start]
         for line in process.stdout:
             if line.startswith("answer "):
                 replies.append(time.perf_counter())
         process.wait()
         watcher.join()
+        feeder.join()
     durations = [b - a for a, b in itertools.pairwise(replies)]
     compacted = {next(i for i, t in enumerate(replies[1:]) if t >= n) for n in notices}
     usual = statistics.median(d for i, d in enumerate(durations) if i not in compacted)
@@ -148,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.cli:
         summary = args.summaries[0]
         print(
-            f"The console script, 36 turns, a 60k window: replies {args.reply:g} s, summaries "
+            f"The console script, 50 turns, a 60k window: replies {args.reply:g} s, summaries "
             f"{summary:g} s (real time)"
         )
         print(f"{'prepared':<8} {'compactions':>11} {'stalls':<40} {'worst':>8}")

@@ -17,17 +17,19 @@ import os
 import resource
 import signal
 import sqlite3
+import threading
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 import pytest
 import store_contract
 from fake_api import FakeAnthropicServer, ReplySpec, text_reply
 from store_contract import StoreFactory
-from test_faults_kill import AgentProcess, cli_env
+from test_faults_kill import HANG_GUARD, AgentProcess, cli_env
 from test_faults_stream import texts
 from test_loop import Script
 
@@ -35,13 +37,34 @@ from agentloop import AgentLoop, ConversationCompacter
 from agentloop._adapters.store import from_record
 from agentloop._errors import StoreWriteError
 from agentloop.testing import FunctionModel
-from sessions import SessionLeasedError, SessionStore, StoreError, open_store
+from sessions import (
+    NewMessage,
+    SessionLeasedError,
+    SessionStore,
+    StoreBusyError,
+    StoreError,
+    open_store,
+)
 
 store_factory = store_contract.store_factory
 WINDOW = "6000"
 
 
 # -- a disk that fills --------------------------------------------------------------------------
+
+
+def fill_sqlite(path: Path, pid: int) -> None:
+    """Process ``pid``'s next write past the store files' present sizes fails (EFBIG: SQLite
+    says "disk I/O error"), as on a full disk."""
+    sizes = [p.stat().st_size for p in (path, Path(f"{path}-wal")) if p.exists()]
+    limit = min(sizes) if sizes else 0
+    resource.prlimit(pid, resource.RLIMIT_FSIZE, (limit, resource.RLIM_INFINITY))
+
+
+def free_sqlite(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        infinity = resource.RLIM_INFINITY
+        resource.prlimit(pid, resource.RLIMIT_FSIZE, (infinity, infinity))
 
 
 class Disk:
@@ -52,19 +75,13 @@ class Disk:
 
     def fill(self, pid: int) -> None:
         if self.factory.name == "sqlite":
-            # The next write past the files' present sizes fails (EFBIG: "disk I/O error").
-            path = Path(self.factory.location)
-            sizes = [p.stat().st_size for p in (path, Path(f"{path}-wal")) if p.exists()]
-            limit = min(sizes) if sizes else 0
-            resource.prlimit(pid, resource.RLIMIT_FSIZE, (limit, resource.RLIM_INFINITY))
+            fill_sqlite(Path(self.factory.location), pid)
         else:
             self._triggers("full")
 
     def free(self, pid: int) -> None:
         if self.factory.name == "sqlite":
-            infinity = resource.RLIM_INFINITY
-            with contextlib.suppress(ProcessLookupError):
-                resource.prlimit(pid, resource.RLIMIT_FSIZE, (infinity, infinity))
+            free_sqlite(pid)
         else:
             self._triggers("free")
 
@@ -177,6 +194,7 @@ def test_a_reply_the_store_refuses_is_kept_in_memory_and_nothing_is_sent_until_i
     assert sent[-1] == ["one", "answer 1", "two", "answer 2", "four"]
     stored = [from_record(r) for r in store.get_messages(loop.session_id)]
     assert texts(stored) == [*sent[-1], "answer 3"]
+    loop.close()
     store_factory.close()
 
 
@@ -323,11 +341,25 @@ def test_a_process_paused_past_its_lease_makes_no_paid_call_when_it_wakes(
     try:
         agent.send(b"first question\n")
         assert agent.wait_for(lambda: agent.printed_lines() == ["first answer"])
-        agent.popen.send_signal(signal.SIGSTOP)  # paused: its lease runs out meanwhile
+        # Paused (its lease runs out meanwhile: a clock an hour on), another process takes the
+        # session over. (Paused inside one of its writes, it holds the store: let it finish.)
         later = datetime.now(UTC) + timedelta(hours=1)
-        other = store_factory.open(clock=lambda: later)
+        other = open_store(run.location, clock=lambda: later, busy_timeout=0)
         (session,) = other.list_sessions(limit=None)
-        other.acquire_lease(session.id, owner="pid 2 on host b")
+        deadline = time.monotonic() + HANG_GUARD
+        while "todos" not in other.get_session(session.id).metadata:  # the turn's last write
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        while True:
+            agent.popen.send_signal(signal.SIGSTOP)
+            try:
+                other.acquire_lease(session.id, owner="pid 2 on host b")
+                break
+            except StoreBusyError:
+                agent.popen.send_signal(signal.SIGCONT)
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+        other.close()
         agent.popen.send_signal(signal.SIGCONT)
         agent.send(b"second question\n")
         code = agent.finish()
@@ -386,8 +418,8 @@ def test_a_nul_in_the_first_message_is_stored_as_sent_on_both_backends(run: Run)
     assert "a\x00b" in sent[0]["content"][0]["text"]
     with open_store(run.location) as store:
         (session,) = store.list_sessions(limit=None)
-        stored = [dict(from_record(m).to_param()) for m in store.get_messages(session.id)]
-    assert [m["content"][0]["text"] for m in stored] == [
+        stored = [from_record(m) for m in store.get_messages(session.id)]
+    assert [m.content[0]["text"] for m in stored] == [
         *(m["content"][0]["text"] for m in sent),
         "again",
     ]  # the NUL characters too, exactly as sent
@@ -396,6 +428,10 @@ def test_a_nul_in_the_first_message_is_stored_as_sent_on_both_backends(run: Run)
 
 
 # -- a store damaged where opening it does not look -----------------------------------------------
+
+
+def said(role: Literal["user", "assistant"], text: str) -> NewMessage:
+    return NewMessage(role=role, content=[{"type": "text", "text": text}])
 
 
 def damage_a_page_of(path: Path, session_id: str) -> None:
@@ -433,7 +469,7 @@ def test_a_store_damaged_in_a_page_not_read_at_open_is_left_untouched(tmp_path: 
             store.append_messages(
                 old.id,
                 [
-                    {"role": r, "content": [{"type": "text", "text": f"{r} {n} " + "x" * 3000}]}
+                    said(r, f"{r} {n} " + "x" * 3000)
                     for n in range(40)
                     for r in ("user", "assistant")
                 ],
@@ -441,7 +477,10 @@ def test_a_store_damaged_in_a_page_not_read_at_open_is_left_untouched(tmp_path: 
             new = store.create_session(model="m", workspace=here, title="new")
             store.append_messages(
                 new.id,
-                [{"role": "user", "content": "hello"}, {"role": "assistant", "content": "hi"}],
+                [
+                    said("user", "hello"),
+                    said("assistant", "hi"),
+                ],
             )
         damage_a_page_of(Path(run.location), old.id)
         before = Path(run.location).read_bytes()
@@ -463,3 +502,53 @@ def test_a_store_damaged_in_a_page_not_read_at_open_is_left_untouched(tmp_path: 
         n for n in range(0, len(before), 4096) if before[n : n + 4096] != after[n : n + 4096]
     ]
     assert len(changed) <= 2, changed  # at most the lease (its table, the file header)
+
+
+def test_a_write_of_data_waits_for_the_check_and_a_lease_does_not(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from sessions import StoreCorruptError
+    from sessions._sqlite_check import IntegrityCheck
+
+    path = tmp_path / "sessions.db"
+    with open_store(path) as store:
+        old = store.create_session(model="m", workspace="/w")
+        rows = [said("user", "x" * 3000) for _ in range(40)]
+        store.append_messages(old.id, rows)
+        new = store.create_session(model="m", workspace="/w")
+    damage_a_page_of(path, old.id)
+    verdict = threading.Event()
+    check = IntegrityCheck._run
+
+    def slow_check(self: IntegrityCheck) -> None:
+        verdict.wait(HANG_GUARD)  # the check of a large file: still running
+        check(self)
+
+    monkeypatch.setattr(IntegrityCheck, "_run", slow_check)
+    store = open_store(path)
+    try:
+        lease = store.acquire_lease(new.id, owner="me")  # goes before the verdict
+        failures: list[BaseException] = []
+
+        def append() -> None:
+            try:
+                store.append_messages(new.id, [said("user", "hi")], lease=lease)
+            except BaseException as error:
+                failures.append(error)
+
+        writer = threading.Thread(target=append)
+        writer.start()
+        writer.join(0.2)
+        assert writer.is_alive()  # waiting for the verdict, not written
+        verdict.set()
+        writer.join(HANG_GUARD)
+        (failure,) = failures
+        assert isinstance(failure, StoreCorruptError)
+        with pytest.raises(StoreCorruptError):  # and now every write, a lease's too
+            store.renew_lease(lease)
+    finally:
+        verdict.set()
+        store.close()
+    with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
+        count = db.execute("SELECT count(*) FROM messages WHERE session_id = ?", (new.id,))
+        assert count.fetchone()[0] == 0

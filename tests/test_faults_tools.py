@@ -48,7 +48,7 @@ def grep(timeout: float) -> ToolCall:
 
 
 def searches(pid: int) -> list[int]:
-    """The pids of the search children (``python -m agentloop._agent.limited``) of ``pid``."""
+    """The pids of the search children (``python -m agentloop._agent.search_child``) of ``pid``."""
     found = []
     for task in Path(f"/proc/{pid}/task").glob("*"):
         try:
@@ -60,7 +60,7 @@ def searches(pid: int) -> list[int]:
                 command = Path(f"/proc/{child}/cmdline").read_bytes()
             except OSError:
                 continue
-            if b"agentloop._agent.limited" in command:
+            if b"agentloop._agent.search_child" in command:
                 found.append(int(child))
     return found
 

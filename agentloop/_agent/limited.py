@@ -6,7 +6,7 @@ Python's lock: no other thread of the process runs. What still runs is a signal 
 main thread (the regular expression engine checks for signals). So a search in the main thread
 (the command line's) runs under a timer whose handler stops it (:func:`run_limited`); Ctrl-C
 stops it the same way. Anywhere else (a worker thread, an event loop's executor) it runs in a
-fresh interpreter instead (:func:`main`, ``python -m agentloop._agent.limited``) on the same
+fresh interpreter instead (:func:`serve`, ``python -m agentloop._agent.search_child``) on the same
 workspace, with the same confinement: the request goes in on stdin as JSON, the result comes
 back on stdout; the child stops itself when its time is up or its parent is gone, and the
 parent kills it if it does not answer in time, or when the parent is interrupted.
@@ -27,7 +27,7 @@ from typing import Any
 
 from agentloop._core.tool import ToolResult
 
-__all__ = ["SEARCH_MAX_TIMEOUT", "SEARCH_TIMEOUT", "main", "run_limited"]
+__all__ = ["SEARCH_MAX_TIMEOUT", "SEARCH_TIMEOUT", "run_limited", "serve"]
 
 SEARCH_TIMEOUT = 30.0
 """Seconds a search may run by default before it is stopped."""
@@ -35,6 +35,8 @@ SEARCH_MAX_TIMEOUT = 600.0
 _GRACE = 5.0
 """How long past its own limit the parent waits before it kills the child."""
 _TICK = 0.5
+CHILD = "agentloop._agent.search_child"
+"""The module a child runs (it calls :func:`serve` with the search tools)."""
 _TIMED_OUT = "timed_out"
 
 
@@ -126,7 +128,7 @@ def _in_child(
     env["PYTHONPATH"] = os.pathsep.join(p for p in (home, env.get("PYTHONPATH")) if p)
     try:
         child = subprocess.Popen(
-            [sys.executable, "-m", "agentloop._agent.limited"],
+            [sys.executable, "-m", CHILD],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -165,23 +167,28 @@ class _TimeUp(BaseException):
     """The search's time is up (not an ``Exception``: no tool's error handling catches it)."""
 
 
-def main() -> None:
-    """The child: read the request, search, write the result (see the module's docstring)."""
+Search = Callable[[str, str, dict[str, Any]], ToolResult]
+"""The child's search: ``(tool, workspace root, tool input)`` to its result."""
+
+
+def serve(search: Search) -> None:
+    """The child: read the request, run ``search`` on it, write the result (see the module's
+    docstring); ``python -m agentloop._agent.search_child`` calls it."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C is the parent's: it kills us
     request = json.loads(sys.stdin.buffer.read())
     os.environ.update(request.get("secrets", {}))  # known to redact(), not in /proc/<pid>/environ
-    deadline_ticks = [float(request["timeout"])]
+    left = [float(request["timeout"])]
     parent = int(request["parent"])
 
-    def tick(signum: int, frame: object) -> None:
-        deadline_ticks[0] -= _TICK
-        if deadline_ticks[0] <= 0 or os.getppid() != parent:
+    def tick(signum: int, frame: FrameType | None) -> None:
+        left[0] -= _TICK
+        if left[0] <= 0 or os.getppid() != parent:
             raise _TimeUp
 
     signal.signal(signal.SIGALRM, tick)
     signal.setitimer(signal.ITIMER_REAL, _TICK, _TICK)
     try:
-        result = _search(str(request["tool"]), str(request["root"]), request["input"])
+        result = search(str(request["tool"]), str(request["root"]), request["input"])
     except _TimeUp:
         answer: dict[str, Any] = {_TIMED_OUT: True}
     else:
@@ -189,16 +196,3 @@ def main() -> None:
     signal.setitimer(signal.ITIMER_REAL, 0)
     sys.stdout.write(json.dumps(answer))
     sys.stdout.flush()
-
-
-def _search(tool: str, root: str, tool_input: dict[str, Any]) -> ToolResult:
-    from agentloop._agent.search import GrepTool, ListFilesTool
-    from agentloop._agent.workspace import Workspace
-
-    workspace = Workspace(root)
-    kind = GrepTool if tool == "grep" else ListFilesTool
-    return kind(workspace, limited=False).run(tool_input)  # redacted here and again there
-
-
-if __name__ == "__main__":
-    main()

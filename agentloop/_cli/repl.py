@@ -58,6 +58,10 @@ NOT_SAVED_STOP = (
     "(not saved: the store refuses writes; what was said since the last save is lost, and "
     "nothing more is sent to the model: stopping)"
 )
+TAKEN_OVER = (
+    "(not saved: another process writes this session now; nothing more is sent from here — "
+    "/exit, then continue in a new branch with `agentloop --resume {sid} --fork-session`)"
+)
 
 
 @dataclass
@@ -127,7 +131,7 @@ class Repl:
     @contextlib.contextmanager
     def _working(self) -> Iterator[None]:
         """Errors of a turn or a command become a line; Ctrl-C returns to the prompt."""
-        from agentloop._sessions import SessionError
+        from agentloop._sessions import SessionError, SessionLeasedError
 
         try:
             with self.busy():
@@ -138,7 +142,11 @@ class Repl:
             print(f"agentloop: error: {error}", file=sys.stderr)
             if self.agent.loop.unsaved:  # what was shown is not stored: said, and no more sent
                 self.stopped = self.stop_when_unsaved
-                print(NOT_SAVED_STOP if self.stopped else NOT_SAVED, file=sys.stderr)
+                note = NOT_SAVED_STOP if self.stopped else NOT_SAVED
+                taken = (error, error.__cause__)
+                if any(isinstance(e, SessionLeasedError) for e in taken) and not self.stopped:
+                    note = TAKEN_OVER.format(sid=self.agent.session_id[:8])
+                print(note, file=sys.stderr)
             elif isinstance(error, AgentloopError) and self.agent.loop.saved and self.kept():
                 print(
                     f"(session {self.agent.session_id[:8]} is saved; you can continue)",

@@ -48,8 +48,16 @@ class NotASummary(Exception):
     """The summarizer answered something that is not a summary (it called a tool)."""
 
 
+SEARCH_TOOL = "search_history"
+"""The coding agent's tool over the whole lineage (``_agent/search_history.py``)."""
+
+
 def summary_instruction(
-    instructions: str, *, updates_previous: bool, so_far: str | None = None
+    instructions: str,
+    *,
+    updates_previous: bool,
+    so_far: str | None = None,
+    searchable: bool = False,
 ) -> str:
     """The user text that asks the model, at the end of the conversation itself, for its
     summary (the request then shares the conversation's cached prefix)."""
@@ -65,6 +73,12 @@ def summary_instruction(
         parts.append(
             "The conversation opens with the summary of an earlier compaction: fold it in, "
             "keeping what still holds and correcting what changed."
+        )
+    if searchable:
+        parts.append(
+            f"Details you leave out stay available to the agent through its {SEARCH_TOOL} "
+            "tool (the whole conversation is kept): keep what it needs to continue, and name "
+            "what it can look up there when needed."
         )
     if so_far:
         parts.append(
@@ -97,7 +111,12 @@ def continuing_summary_request(
     updates = bool(messages) and messages[0].summary is not None
     ask: ContentBlock = {
         "type": "text",
-        "text": summary_instruction(instructions, updates_previous=updates, so_far=so_far),
+        "text": summary_instruction(
+            instructions,
+            updates_previous=updates,
+            so_far=so_far,
+            searchable=any(tool.get("name") == SEARCH_TOOL for tool in tools),
+        ),
     }
     history = list(messages)
     if history and history[-1].role == "user":

@@ -54,6 +54,7 @@ from agentloop._loop.compacter import ConversationCompacter, count_within
 from agentloop._loop.drive import Runtime, adrive, drive
 from agentloop._loop.events import LoopEvents as LoopEvents
 from agentloop._loop.events import TurnResult as TurnResult
+from agentloop._loop.fit import Shortened, as_sent, shorten_newest
 from agentloop._sessions import Lease, SessionError, SessionStore, workspace_key
 
 
@@ -115,6 +116,9 @@ class AgentLoop:
         self._requested: tuple[str | None] | None = None
         """A compaction the model asked for (its instructions), run at the next safe boundary."""
         self._pending: list[Message] = []
+        self._shortened: Shortened = {}
+        """Tool results too big for the window, as the model gets them (see ``_loop/fit.py``)."""
+        self._fitted_sum: int | None = None
         """Kept in memory, not yet stored: written with the next reply, in one transaction."""
         self._unsaved = False
         """A write of ``_pending`` failed: it is retried before anything else is sent."""
@@ -243,6 +247,7 @@ class AgentLoop:
     def _rounds(self) -> Steps[TurnResult]:
         result = TurnResult(text="", session_id=self.session_id)
         emergency_used = retried = False
+        shortenings = 0  # of the newest tool results, for requests the API refused
         server_compactions = 0  # in a row, with no reply between them
         for _round in range(self.max_tool_rounds):
             self._check_server_compaction()
@@ -266,6 +271,10 @@ class AgentLoop:
                 self.events.on_reply_incomplete(str(error))
                 continue
             except PromptTooLongError as error:
+                compacted = emergency_used or not self._compaction_enabled()
+                if compacted and shortenings < 3 and self._shorten_newest(error):
+                    shortenings += 1  # what compaction cannot cut goes shortened
+                    continue
                 if not self._compaction_enabled():
                     raise ContextFullError(
                         f"{error}; automatic compaction is disabled — run /compact to compact "
@@ -281,6 +290,9 @@ class AgentLoop:
                     force=True, instructions=None, emergency=True
                 )
                 if outcome is None or outcome.transition is None:
+                    if self._shorten_newest(error):
+                        shortenings += 1
+                        continue
                     raise ContextFullError(
                         f"{error}, and compaction could not reduce the conversation"
                     ) from None
@@ -531,6 +543,8 @@ class AgentLoop:
             if self._local_sum is None:
                 self._local_sum = sum(compacter.count(m) for m in self.messages)
             sent = self._local_sum + compacter.fixed_tokens(self.system, self.tool_definitions)
+            if self._fitted_sum is not None:  # some results went shortened: what was sent
+                sent = self._fitted_sum
             if len(self.messages) > 1 and compaction_block(self.messages[1].content):
                 # A server compaction's child: the API reads nothing before the block.
                 sent -= compacter.count(self.messages[0])
@@ -544,15 +558,34 @@ class AgentLoop:
         # Only what was appended since the last request is checked (the rest was, and is
         # unchanged): the per-turn cost does not grow with the history.
         self._validator.validate(self.messages, allow_pending_tool_use=False)
+        edit = self._server_edit()
+        messages, changed = as_sent(self.messages, self._shortened)
+        compacter, self._fitted_sum = self.compacter, None
+        if changed and compacter is not None:  # for the calibration: what was sent
+            fixed = compacter.fixed_tokens(self.system, self.tool_definitions)
+            self._fitted_sum = fixed + sum(compacter.count(m) for m in messages)
         return ModelRequest(
             model=self.model_name,
-            messages=tuple(self.messages),
+            messages=messages,
             system=self.system,
             tools=tuple(self.tool_definitions),
             max_tokens=self.max_tokens,
             metadata={"purpose": "conversation"},
-            server_compaction=self._server_edit(),
+            server_compaction=edit,
         )
+
+    def _shorten_newest(self, error: PromptTooLongError) -> bool:
+        """After a refusal compaction cannot answer: shorten the newest tool results for the
+        model (``_loop/fit.py``); whether anything was."""
+        if (compacter := self.compacter) is None or self._server_edit() is not None:
+            return False
+        fixed = compacter.fixed_tokens(self.system, self.tool_definitions)
+        notes = shorten_newest(
+            self.messages, compacter, fixed, self.max_tokens, self._shortened, str(error)
+        )
+        for note in notes:
+            self.events.on_warning(note)
+        return bool(notes)
 
     def _compaction_enabled(self) -> bool:
         return self.compacter is not None and self.compacter.settings.enabled

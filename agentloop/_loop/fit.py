@@ -1,0 +1,156 @@
+"""A tool round too big for what is left of the window: its results shortened for the model.
+
+Compaction cannot cut the newest tool results (the model has not seen them yet), so a round whose
+results alone overflow the window would end the turn with a refused request. Instead, when the
+API refuses the request and compaction cannot make room, the newest round's largest results are
+shortened for the model — head, tail and the lines that look like errors or locations
+(:func:`agentloop._core.shorten.shorten`), saying how much was left out — and the request is
+sent again, while the conversation and the store keep them whole. A result shortened once is
+sent the same way in every later request (the prompt cache keeps working), until a compaction
+replaces it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+from agentloop._core.compacter import CompactionCore
+from agentloop._core.messages import ContentBlock, Message
+from agentloop._core.shorten import shorten
+
+__all__ = ["Shortened", "as_sent", "shorten_newest"]
+
+Shortened = dict[str, str]
+"""What each shortened tool result (by its ``tool_use_id``) is sent as."""
+
+_MIN_CHARS = 2_000
+"""A shortened result keeps at least this much of itself."""
+_MARGIN = 0.9
+"""How far under the room it aims (the local estimate of a shortened text errs)."""
+_REFUSED = (
+    re.compile(r"(\d+) tokens? > (\d+)"),  # "prompt is too long: 85252 tokens > 60000 maximum"
+    re.compile(r"(\d+) \+ (\d+) > (\d+)"),  # "input length and max_tokens exceed ...: a + b > c"
+)
+
+
+def as_sent(messages: Sequence[Message], shortened: Shortened) -> tuple[tuple[Message, ...], bool]:
+    """``messages`` as a request sends them (the results shortened before, shortened), and
+    whether any is."""
+    if not shortened:
+        return tuple(messages), False
+    sent = tuple(_as_shortened(message, shortened) for message in messages)
+    return sent, any(a is not b for a, b in zip(sent, messages, strict=True))
+
+
+def shorten_newest(
+    messages: Sequence[Message],
+    compacter: CompactionCore,
+    fixed: int,
+    max_output_tokens: int,
+    shortened: Shortened,
+    refusal: str,
+) -> list[str]:
+    """After the API refused ``messages`` as too long (``refusal``, its message, says by how
+    much; ``fixed`` estimates the system prompt and tools), shorten the largest results of the
+    newest tool round so that they fit beside the rest and a reply of ``max_output_tokens``
+    (recorded in ``shortened``). A note per result shortened; none when nothing could be."""
+    if not messages or messages[-1].role != "user":
+        return []
+    sent, _ = as_sent(messages, shortened)
+    local = fixed + sum(compacter.count(m) for m in sent)
+    measured, room = _measured(refusal, compacter.context_window - max_output_tokens)
+    if measured is None:  # the refusal does not say: the calibrated estimate stands in
+        measured = max(compacter.calibrate(local, len(sent)), room + 1)
+    per_local = measured / max(1, local)  # API tokens per locally estimated token
+    excess = (measured - int(room * _MARGIN)) / per_local  # in local tokens
+    notes: list[str] = []
+    last = messages[-1]
+    results = sorted(
+        ((len(_sent_text(block, shortened) or ""), index) for index, block in _results(last)),
+        reverse=True,
+    )
+    for _, index in results:
+        if excess <= 0:
+            break
+        block = last.content[index]
+        whole = _text_of(block)
+        current = _sent_text(block, shortened)
+        if whole is None or current is None or len(current) <= _MIN_CHARS:
+            continue
+        tokens = max(1, compacter.counter.count_message(Message.user(current)))
+        keep = max(_MIN_CHARS, int(len(current) * (tokens - excess) / tokens))
+        short = shorten(whole, keep)
+        if len(short) >= len(current):
+            continue
+        shortened[str(block.get("tool_use_id"))] = (
+            f"[This tool result was shortened to fit the context window: {len(whole):,} "
+            f"characters, about {len(whole) - len(short):,} of them left out here. The whole "
+            "result is kept in the session; run the tool again on a narrower part (a range of "
+            "lines, a pattern) for what is missing.]\n" + short
+        )
+        excess -= tokens - compacter.counter.count_message(Message.user(short))
+        notes.append(
+            f"a tool result of {len(whole):,} characters did not fit what is left of the "
+            f"context window: the model gets it shortened to {len(short):,} (the whole is "
+            "stored)"
+        )
+    return notes
+
+
+def _measured(refusal: str, room: int) -> tuple[int | None, int]:
+    """What the API counted for the refused request, and the room for it (the smaller of what
+    the refusal says and ``room``)."""
+    found = _REFUSED[1].search(refusal)
+    if found is not None:
+        tokens, reply, limit = (int(group) for group in found.groups())
+        return tokens, min(room, limit - reply)
+    found = _REFUSED[0].search(refusal)
+    if found is not None:
+        tokens, limit = (int(group) for group in found.groups())
+        return tokens, min(room, limit)
+    return None, room
+
+
+def _results(message: Message) -> list[tuple[int, ContentBlock]]:
+    return [(i, b) for i, b in enumerate(message.content) if b.get("type") == "tool_result"]
+
+
+def _text_of(block: ContentBlock) -> str | None:
+    """The text of a tool result (a string, or text blocks only), else None."""
+    content = block.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list) and all(
+        isinstance(item, dict) and item.get("type") == "text" for item in content
+    ):
+        return "\n".join(str(item.get("text", "")) for item in content)
+    return None
+
+
+def _sent_text(block: ContentBlock, shortened: Shortened) -> str | None:
+    short = shortened.get(str(block.get("tool_use_id")))
+    return short if short is not None else _text_of(block)
+
+
+def _as_shortened(message: Message, shortened: Shortened) -> Message:
+    """``message`` with its shortened tool results as they are sent (itself if none is)."""
+    if message.role != "user":
+        return message
+    blocks: list[ContentBlock] = []
+    changed = False
+    for block in message.content:
+        short = (
+            shortened.get(str(block.get("tool_use_id")))
+            if block.get("type") == "tool_result"
+            else None
+        )
+        if short is not None:
+            new: dict[str, Any] = {**block, "content": short}
+            blocks.append(new)
+            changed = True
+        else:
+            blocks.append(block)
+    return replace(message, content=tuple(blocks), tokens=None) if changed else message

@@ -1,0 +1,115 @@
+"""Fault injection (issue 20), a tool round too big for what is left of the window, through
+``AgentLoop`` and the real ``anthropic`` SDK against the test server (which refuses a request
+over its window, as the API does).
+
+As in the replayed session that found it: a large fixed prefix (system prompt and tools), a
+60k window, and a tool result that cannot fit beside them. Compaction cannot help (the newest
+tool results must stay), so the result goes to the model shortened — head, tail and the lines
+that look like errors, saying how much was left out — while the store keeps it whole, and the
+turn goes on. A result shortened once is sent the same way in the next requests.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+from fake_api import FakeAnthropicServer, ToolCall, text_reply, tool_reply
+from test_loop import Script
+
+from agentloop import AgentLoop, ConversationCompacter, LoopEvents, ToolResult
+from agentloop._adapters.anthropic import AnthropicModel
+from agentloop._adapters.store import from_record
+from sessions import open_store
+
+MODEL = "claude-sonnet-4-6"
+WINDOW = 60_000
+PREFIX = " ".join(f"rule{n} of the house style, kept in every request" for n in range(2_600))
+"""A system prompt of about 26k tokens: the fixed prefix of the replayed session."""
+ERROR_LINE = "ERROR: test_payment failed at billing/charge.py:212 (card declined)"
+BIG = "\n".join(
+    ERROR_LINE if n == 2_500 else f"line {n}: an ordinary log line with nothing in it"
+    for n in range(4_000)
+)
+"""A tool result of about 50k tokens, an error line in its middle."""
+
+
+class BigOutput:
+    """A tool whose output alone leaves no room in the window."""
+
+    name = "read_log"
+    description = "Read the build log."
+    input_schema: ClassVar[dict[str, Any]] = {"type": "object", "properties": {}}
+
+    def run(self, tool_input: Mapping[str, Any]) -> ToolResult:
+        return ToolResult(BIG)
+
+
+class Warnings(LoopEvents):
+    def __init__(self) -> None:
+        self.warnings: list[str] = []
+
+    def on_warning(self, message: str) -> None:
+        self.warnings.append(message)
+
+
+@pytest.fixture
+def server() -> Iterator[tuple[FakeAnthropicServer, Script]]:
+    script = Script()
+    with FakeAnthropicServer(handler=script, context_window=WINDOW) as running:
+        yield running, script
+        assert running.violations == []
+
+
+def test_a_tool_result_that_cannot_fit_goes_shortened_and_the_turn_goes_on(
+    server: tuple[FakeAnthropicServer, Script], tmp_path: Path
+) -> None:
+    fake, script = server
+    script.add(
+        tool_reply(ToolCall("read_log", {}, id="toolu_log")),
+        text_reply("the payment test fails: the card was declined"),
+        text_reply("and the rest is fine"),
+    )
+    model = AnthropicModel(api_key="test-key", base_url=fake.base_url, max_retries=0)
+    events = Warnings()
+    store = open_store(tmp_path / "sessions.db")
+    loop = AgentLoop(
+        model=model,
+        model_name=MODEL,
+        compacter=ConversationCompacter(model_name=MODEL, context_window=WINDOW, model=model),
+        store=store,
+        system=PREFIX,
+        tools=[BigOutput()],
+        max_tokens=4_096,
+        events=events,
+    )
+
+    try:
+        result = loop.run_turn("why does the build fail?")
+        again = loop.run_turn("anything else?")
+    finally:
+        loop.close()  # (no summary left being prepared in the background)
+
+    assert result.text == "the payment test fails: the card was declined"
+    assert again.text == "and the rest is fine"
+    sent = [body for body in script.conversation if body["messages"][-1]["role"] == "user"]
+    shown = [
+        block["content"]
+        for body in sent[1:]
+        for message in body["messages"]
+        for block in message["content"]
+        if isinstance(block, dict) and block.get("type") == "tool_result"
+    ]
+    assert len(shown) == 2 and shown[0] == shown[1]  # the same shortened text each time
+    text = str(shown[0])
+    assert text.startswith("[This tool result was shortened to fit the context window:")
+    assert ERROR_LINE in text  # the salient line survives the cut
+    assert len(text) < len(BIG)
+    assert any("did not fit what is left of the context window" in w for w in events.warnings)
+    # The store keeps it whole.
+    stored = [from_record(m) for m in store.get_messages(loop.session_id)]
+    results = [b for m in stored for b in m.content if b.get("type") == "tool_result"]
+    assert [r["content"] for r in results] == [BIG]
+    store.close()
