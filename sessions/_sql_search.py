@@ -74,7 +74,7 @@ class SearchDialect:
         and digits only, so that the backend's own parser finds exactly these words)."""
         return " ".join(words)
 
-    def insert(self, count: int) -> str:
+    def insert(self, count: int, stored: bool = False) -> str:
         """One statement indexing ``count`` messages; per message the parameters of an
         :data:`IndexParams`."""
         raise NotImplementedError
@@ -98,7 +98,7 @@ class SqliteSearch(SearchDialect):
     exists = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'message_search'"
     _SCORE = "bm25(message_search, 1.0, 0.0)"  # the root column does not rank
 
-    def insert(self, count: int) -> str:
+    def insert(self, count: int, stored: bool = False) -> str:
         # One statement, not one per message: FTS5 (before SQLite 3.42) writes a new segment
         # for each statement, so that an append of many messages would add as many segments,
         # and merging them would make the cost of later appends jump.
@@ -138,16 +138,18 @@ class PostgresSearch(SearchDialect):
     name = "postgresql"
     exists = "SELECT 1 WHERE to_regclass('message_search') IS NOT NULL"
 
-    def insert(self, count: int) -> str:
+    def insert(self, count: int, stored: bool = False) -> str:
         # The words become the lexemes as they are (no parser, no stemming, no stop words),
         # each once, without positions: ts_rank then weighs how many of the query's words a
         # message holds against its length, and an append costs about half what positions
         # (and a tsvector several times larger, TOASTed) would.
         row = "(CAST(? AS text), CAST(? AS integer), CAST(? AS text), CAST(? AS text))"
+        joined = " JOIN messages m ON m.session_id = v.column1 AND m.seq = v.column2"
         return (
             "INSERT INTO message_search (session_id, seq, root_id, terms) SELECT v.column1, "
             "v.column2, v.column3, array_to_tsvector(array_append(string_to_array(v.column4, "
             f"' '), 'r_' || v.column3)) FROM (VALUES {', '.join([row] * count)}) v"
+            + (joined if stored else "")
         )
 
     def ranked(
@@ -201,20 +203,23 @@ def index_params(
 
 
 def insert_statements(
-    dialect: SearchDialect, params: Sequence[IndexParams]
+    dialect: SearchDialect, params: Sequence[IndexParams], stored: bool = False
 ) -> Iterator[tuple[str, list[Any]]]:
     """The statements (and their parameters) indexing the messages of ``params``: one per
-    :data:`_INSERT_BATCH` of them."""
+    :data:`_INSERT_BATCH` of them (``stored``: only those the messages table holds)."""
     for start in range(0, len(params), _INSERT_BATCH):
         batch = params[start : start + _INSERT_BATCH]
-        yield dialect.insert(len(batch)), [value for row in batch for value in row]
+        yield dialect.insert(len(batch), stored), [value for row in batch for value in row]
 
 
-def index_messages(db: Db, root_id: str, rows: Iterable[IndexRow]) -> None:
-    """Index messages just inserted (same transaction) into the lineage rooted at ``root_id``."""
+def index_messages(db: Db, root_id: str, rows: Iterable[IndexRow], *, stored: bool = False) -> None:
+    """Index messages just inserted (same transaction) into the lineage rooted at ``root_id``.
+    ``stored``: only those the messages table holds (a copy checks what arrived afterwards,
+    and says what did not)."""
     dialect = dialect_of(db)
-    for statement, params in insert_statements(dialect, index_params(dialect, root_id, rows)):
-        db.run(statement, params)
+    params = index_params(dialect, root_id, rows)
+    for statement, values in insert_statements(dialect, params, stored):
+        db.run(statement, values)
 
 
 BACKFILL_BATCH = (

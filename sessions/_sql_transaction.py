@@ -403,9 +403,8 @@ class SqlTransaction(SqlWrites):
         )
 
     def _index_stored(self, root_id: str, groups: Iterable[Sequence[StoredMessage]]) -> None:
-        index_messages(
-            self.db, root_id, [(m.session_id, m.seq, m.content) for ms in groups for m in ms]
-        )
+        rows = [(m.session_id, m.seq, m.content) for ms in groups for m in ms]
+        index_messages(self.db, root_id, rows, stored=True)
 
     def _import_entries(self, data: LineageExport) -> tuple[int, int]:
         """Insert the entries the target lacks (matched as a multiset); (copied, present)."""

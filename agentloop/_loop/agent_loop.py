@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import weakref
 from collections.abc import Sequence
 from dataclasses import replace
 
@@ -137,6 +138,8 @@ class AgentLoop:
         self._stored = session_id is not None
         """Whether the session exists in the store (a new one is created on its first message)."""
         self._ahead = None if compacter is None else Ahead(compacter)
+        # A loop dropped without close() does not leave its background thread behind.
+        weakref.finalize(self, self.runtime.close)
         self.session_id = session_id or self.runtime.new_session_id()
 
     # -- public API --------------------------------------------------------------------------
