@@ -292,3 +292,30 @@ def test_the_cli_prepares_by_default_and_the_setting_turns_it_off(
     assert refused.code == 2 or refused.code == 1
     (line,) = refused.error_lines()
     assert "AGENTLOOP_PREPARE_SUMMARIES must be on or off" in line
+
+
+@pytest.mark.parametrize("run_async", [False, True])
+def test_prepare_counts_a_failed_summary_instead_of_raising(
+    fake_api: FakeAnthropicServer, run_async: bool
+) -> None:
+    script = Script()
+    script.summary_reply = api_error()
+    fake_api.handler = script
+    model = AnthropicModel(api_key="test-key", base_url=fake_api.base_url, max_retries=0)
+    compacter = ConversationCompacter(
+        model_name=MODEL, context_window=4000, model=model, max_output_tokens=512
+    )
+    messages: list[Any] = []
+    for n in range(10):
+        messages.append({"role": "user", "content": filler(f"request {n}", 130)})
+        messages.append({"role": "assistant", "content": filler(f"answer {n}", 60)})
+    messages.append({"role": "user", "content": "go on"})
+
+    if run_async:
+        ready = asyncio.run(compacter.aprepare("s1", messages))
+    else:
+        ready = compacter.prepare("s1", messages)
+
+    assert ready is False
+    assert len(script.summaries) == 1  # it was asked, and failed
+    assert compacter.preparation.failed == 1 and compacter.prepared is None

@@ -23,11 +23,11 @@ from agentloop._adapters.anthropic_errors import (
 )
 from agentloop._core.cache import CacheMode, with_cache_breakpoints
 from agentloop._core.messages import (
-    SDK_INPUT_FIELDS,
     ContentBlock,
     Message,
     Usage,
     has_compaction,
+    sdk_block,
     to_params,
 )
 from agentloop._core.model import (
@@ -146,14 +146,7 @@ def message_from_response(message: SDKMessage) -> Message:
 
 
 def _block_dict(block: Any) -> ContentBlock:
-    data: dict[str, Any] = block.model_dump(mode="json", exclude_none=True)
-    fields = SDK_INPUT_FIELDS.get(str(data.get("type")))
-    if fields is None:
-        return data  # a block type we do not know: passed through untouched
-    kept = {key: data[key] for key in fields if key in data}
-    if not kept.get("citations"):
-        kept.pop("citations", None)
-    return kept
+    return sdk_block(block.model_dump(mode="json", exclude_none=True))
 
 
 # ---------------------------------------------------------------------------------------------

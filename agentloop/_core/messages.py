@@ -249,7 +249,7 @@ def _blocks(content: str | Iterable[ContentBlock] | Any) -> tuple[ContentBlock, 
         if isinstance(block, Mapping):
             data = dict(block)
         elif hasattr(block, "model_dump"):  # an SDK content block object
-            data = _sdk_block(block.model_dump(mode="json", exclude_none=True))
+            data = sdk_block(block.model_dump(mode="json", exclude_none=True))
         else:
             raise MessageValidationError(
                 f"content block must be a mapping, not {type(block).__name__}"
@@ -285,7 +285,8 @@ SDK_INPUT_FIELDS: dict[str, tuple[str, ...]] = {
 }
 
 
-def _sdk_block(data: dict[str, Any]) -> dict[str, Any]:
+def sdk_block(data: dict[str, Any]) -> dict[str, Any]:
+    """A block of the SDK's response (dumped) with only the fields the API takes back."""
     fields = SDK_INPUT_FIELDS.get(str(data.get("type")))
     if fields is None:
         return data  # a block type we do not know: passed on untouched

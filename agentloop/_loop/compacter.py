@@ -189,17 +189,8 @@ class ConversationCompacter(CompactionCore):
         summarizer call, for your own background thread. The next
         :meth:`compact_and_transition` of this conversation applies it without a model call
         while what it covers is unchanged. True when a prepared summary is ready."""
-        job = self.prepare_job(session_id, messages, system=system, tools=tools)
-        if job is None:
-            return False
-        model = self.summarizer
-        assert model is not None  # a job is only made with a summarizer
-        answer: ModelResponse | BaseException
-        try:
-            answer = drive(_call(job, model), self.runtime.perform)
-        except Exception as error:
-            answer = error
-        return self.accept_prepared(job, answer, session_id, messages) is None
+        steps = self._prepare_steps(session_id, messages, system, tools)
+        return drive(steps, self.runtime.perform)
 
     async def aprepare(
         self,
@@ -210,15 +201,19 @@ class ConversationCompacter(CompactionCore):
         tools: Sequence[dict[str, Any]] = (),
     ) -> bool:
         """The async form of :meth:`prepare` (for a task of your own)."""
+        steps = self._prepare_steps(session_id, messages, system, tools)
+        return await adrive(steps, self.runtime.aperform)
+
+    def _prepare_steps(
+        self, session_id: str, messages: History, system: str, tools: Sequence[dict[str, Any]]
+    ) -> Steps[bool]:
         job = self.prepare_job(session_id, messages, system=system, tools=tools)
         if job is None:
             return False
-        model = self.summarizer
-        assert model is not None
         answer: ModelResponse | BaseException
         try:
-            answer = await adrive(_call(job, model), self.runtime.aperform)
-        except Exception as error:
+            answer = yield from perform(CallModel(job.request, model=self.summarizer))
+        except Exception as error:  # a failed summary is counted, never raised
             answer = error
         return self.accept_prepared(job, answer, session_id, messages) is None
 
@@ -289,10 +284,6 @@ class ConversationCompacter(CompactionCore):
 def _dicts(tools: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Tool definitions as dicts: the SDK's ``ToolParam`` TypedDicts are taken as they are."""
     return [tool if isinstance(tool, dict) else dict(tool) for tool in tools]
-
-
-def _call(job: PrepareJob, model: Model | AsyncModel) -> Steps[ModelResponse]:
-    return (yield from perform(CallModel(job.request, model=model)))
 
 
 def _known_window(model_name: str | None) -> tuple[int, str]:
