@@ -17,9 +17,8 @@ if TYPE_CHECKING:
     from agentloop._agent.recent_files import RecentFiles, recent_files_hook
     from agentloop._agent.search_history import search_history_tool
     from agentloop._core.cache import with_cache_breakpoints
-    from agentloop._core.compacter import CompactionSettings
+    from agentloop._core.compaction_core import CompactionSettings
     from agentloop._core.context import CompactionDecision, ContextUsage
-    from agentloop._core.hooks import PreservedStateHook
     from agentloop._core.messages import (
         Message,
         MessageParam,
@@ -31,6 +30,7 @@ if TYPE_CHECKING:
     )
     from agentloop._core.model import AsyncModel, Model, ModelRequest, ModelResponse
     from agentloop._core.prefix import as_messages
+    from agentloop._core.preserved_state import PreservedStateHook
     from agentloop._core.results import (
         CompactionOutcome,
         CompactionPlan,
@@ -48,7 +48,7 @@ if TYPE_CHECKING:
         PromptTooLongError,
     )
     from agentloop._loop.agent_loop import AgentLoop, ContextFullError, LoopEvents, TurnResult
-    from agentloop._loop.compacter import ConversationCompacter
+    from agentloop._loop.conversation_compacter import ConversationCompacter
 
 _EXPORTS: dict[str, str] = {
     "AgentLoop": "agentloop._loop.agent_loop",
@@ -59,14 +59,14 @@ _EXPORTS: dict[str, str] = {
     "CompactionDecision": "agentloop._core.context",
     "CompactionOutcome": "agentloop._core.results",
     "CompactionPlan": "agentloop._core.results",
-    "CompactionSettings": "agentloop._core.compacter",
+    "CompactionSettings": "agentloop._core.compaction_core",
     "CompactionSummary": "agentloop._core.results",
     "CompactionTransition": "agentloop._core.results",
     "ConfigurationError": "agentloop._errors",
     "ContextFullError": "agentloop._loop.agent_loop",
     "ContextUsage": "agentloop._core.context",
     "ContextWindowResolver": "agentloop._adapters.windows",
-    "ConversationCompacter": "agentloop._loop.compacter",
+    "ConversationCompacter": "agentloop._loop.conversation_compacter",
     "FunctionTool": "agentloop._core.tool",
     "LoopEvents": "agentloop._loop.agent_loop",
     "Message": "agentloop._core.messages",
@@ -77,7 +77,7 @@ _EXPORTS: dict[str, str] = {
     "ModelLimits": "agentloop._adapters.windows",
     "ModelRequest": "agentloop._core.model",
     "ModelResponse": "agentloop._core.model",
-    "PreservedStateHook": "agentloop._core.hooks",
+    "PreservedStateHook": "agentloop._core.preserved_state",
     "PromptTooLongError": "agentloop._errors",
     "RecentFiles": "agentloop._agent.recent_files",
     "SummaryInfo": "agentloop._core.messages",

@@ -42,14 +42,14 @@ if TYPE_CHECKING:
     from sessions import open_store as open_store
     from sessions import pair_safe_cut as pair_safe_cut
     from sessions import workspace_key as workspace_key
-    from sessions._listing import open_listing as open_listing
+    from sessions._list_handle import open_listing as open_listing
     from sessions._sql_listing import SESSION_FIELDS as SESSION_FIELDS
 
 HOME = Path(__file__).resolve().parent.parent / "sessions"
 """Where our ``sessions`` package is installed: beside ``agentloop``."""
 PRIVATE_NAME = "agentloop._sessions_store"
 """Its module name when ``sessions`` is someone else's."""
-_FROM_SUBMODULES = {"open_listing": "._listing", "SESSION_FIELDS": "._sql_listing"}
+_FROM_SUBMODULES = {"open_listing": "._list_handle", "SESSION_FIELDS": "._sql_listing"}
 """Internal names agentloop takes from the package's own modules (the CLI's fast listing)."""
 
 

@@ -54,7 +54,7 @@ from agentloop import (
     Message,
     TokenEstimator,
 )
-from agentloop._adapters.store import to_record
+from agentloop._adapters.records import to_record
 from agentloop._core.settings import StrategyName
 from agentloop.testing import FunctionModel
 

@@ -37,7 +37,7 @@ from agentloop import (
     TokenEstimator,
     Usage,
 )
-from agentloop._adapters.store import to_record
+from agentloop._adapters.records import to_record
 
 SIZES = (500, 4_000, 10_000, 50_000)
 NO_COMPACTION_WINDOW = 10**9

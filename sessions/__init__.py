@@ -20,7 +20,13 @@ if TYPE_CHECKING:
     from ._compaction import CompactionStrategy
     from ._copy import copy_store
     from ._cut import pair_safe_cut
-    from ._errors import (
+    from ._ids import new_session_id, short_id, validate_session_id, validate_session_ref
+    from ._open import open_store
+    from ._paths import default_store_path, workspace_key
+    from ._postgres import PostgresSessionStore
+    from ._protocol import UNSET, SessionStore, default_lease_owner
+    from ._sqlite import SqliteSessionStore
+    from ._store_errors import (
         AmbiguousSessionIdError,
         CompactionError,
         InvalidSessionIdError,
@@ -36,12 +42,6 @@ if TYPE_CHECKING:
         StoreMissingError,
         StoreVersionError,
     )
-    from ._ids import new_session_id, short_id, validate_session_id, validate_session_ref
-    from ._open import open_store
-    from ._paths import default_store_path, workspace_key
-    from ._postgres import PostgresSessionStore
-    from ._sqlite import SqliteSessionStore
-    from ._store import UNSET, SessionStore, default_lease_owner
     from ._types import (
         CompactionEntry,
         CompactionRecord,
@@ -58,39 +58,39 @@ if TYPE_CHECKING:
     )
 
 _EXPORTS: dict[str, str] = {
-    "UNSET": "sessions._store",
-    "AmbiguousSessionIdError": "sessions._errors",
+    "UNSET": "sessions._protocol",
+    "AmbiguousSessionIdError": "sessions._store_errors",
     "CompactionEntry": "sessions._types",
-    "CompactionError": "sessions._errors",
+    "CompactionError": "sessions._store_errors",
     "CompactionRecord": "sessions._types",
     "CompactionStrategy": "sessions._compaction",
     "Conversation": "sessions._types",
     "CopyReport": "sessions._types",
-    "InvalidSessionIdError": "sessions._errors",
+    "InvalidSessionIdError": "sessions._store_errors",
     "Lease": "sessions._types",
     "LineageExport": "sessions._types",
     "NewMessage": "sessions._types",
     "PostgresSessionStore": "sessions._postgres",
     "Role": "sessions._types",
     "SearchHit": "sessions._types",
-    "SearchQueryError": "sessions._errors",
+    "SearchQueryError": "sessions._store_errors",
     "Session": "sessions._types",
-    "SessionCompactedError": "sessions._errors",
-    "SessionError": "sessions._errors",
-    "SessionLeasedError": "sessions._errors",
-    "SessionNotFoundError": "sessions._errors",
+    "SessionCompactedError": "sessions._store_errors",
+    "SessionError": "sessions._store_errors",
+    "SessionLeasedError": "sessions._store_errors",
+    "SessionNotFoundError": "sessions._store_errors",
     "SessionStatus": "sessions._types",
-    "SessionStore": "sessions._store",
+    "SessionStore": "sessions._protocol",
     "SqliteSessionStore": "sessions._sqlite",
-    "StoreBusyError": "sessions._errors",
-    "StoreConnectionError": "sessions._errors",
-    "StoreCorruptError": "sessions._errors",
-    "StoreError": "sessions._errors",
-    "StoreMissingError": "sessions._errors",
-    "StoreVersionError": "sessions._errors",
+    "StoreBusyError": "sessions._store_errors",
+    "StoreConnectionError": "sessions._store_errors",
+    "StoreCorruptError": "sessions._store_errors",
+    "StoreError": "sessions._store_errors",
+    "StoreMissingError": "sessions._store_errors",
+    "StoreVersionError": "sessions._store_errors",
     "StoredMessage": "sessions._types",
     "copy_store": "sessions._copy",
-    "default_lease_owner": "sessions._store",
+    "default_lease_owner": "sessions._protocol",
     "default_store_path": "sessions._paths",
     "new_session_id": "sessions._ids",
     "open_store": "sessions._open",

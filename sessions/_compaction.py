@@ -20,8 +20,8 @@ from typing import Any, ClassVar, Literal, Protocol
 
 from ._checks import require_int, require_str
 from ._cut import HasRoleAndContent, has_tool_result, pair_safe_cut
-from ._errors import CompactionError
 from ._ids import SHORT_LENGTH, validate_session_ref
+from ._store_errors import CompactionError
 from ._types import (
     CompactionEntry,
     CompactionRecord,

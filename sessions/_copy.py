@@ -3,9 +3,9 @@ direction between SQLite and PostgreSQL, idempotently, and checks what arrived."
 
 from __future__ import annotations
 
-from ._errors import StoreError
 from ._ids import SHORT_LENGTH
-from ._store import SessionStore
+from ._protocol import SessionStore
+from ._store_errors import StoreError
 from ._types import CopyReport, LineageExport
 
 BATCH = 200

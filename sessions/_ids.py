@@ -16,7 +16,7 @@ import re
 from collections.abc import Callable
 from datetime import UTC, datetime
 
-from ._errors import InvalidSessionIdError
+from ._store_errors import InvalidSessionIdError
 
 ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"
 """Crockford's base32 alphabet, lowercase: no i, l, o, u (they read like 1, 1, 0, v)."""

@@ -15,11 +15,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal, overload
 from urllib.parse import unquote
 
-from ._errors import StoreError
+from ._store_errors import StoreError
 
 if TYPE_CHECKING:
+    from ._protocol import SessionStore
     from ._sqlite import SqliteSessionStore
-    from ._store import SessionStore
 
 STORE_ENV = "AGENTLOOP_STORE"
 DEFAULT_BUSY_TIMEOUT = 5.0

@@ -1,5 +1,5 @@
 """A PostgreSQL store's connection (or pool) and its transactions, each seen as a :class:`Db`:
-what the store (:mod:`sessions._postgres`) and the listing (:mod:`sessions._listing`) share.
+what the store (:mod:`sessions._postgres`) and the listing (:mod:`sessions._list_handle`) share.
 
 Imports no store values (no pydantic): ``agentloop sessions list --store postgresql://…``
 reads through it alone.
@@ -20,15 +20,15 @@ from psycopg.pq import TransactionStatus
 from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 
 from ._bridge import in_bridge, run_bridged
-from ._errors import (
+from ._postgres_async import AsyncSide, BridgedConnection
+from ._postgres_schema import Target, connect_error, first_line, parse_url, prepare
+from ._sql_reads import Dialect, storable
+from ._store_errors import (
     SessionError,
     StoreBusyError,
     StoreConnectionError,
     StoreError,
 )
-from ._postgres_async import AsyncSide, BridgedConnection
-from ._postgres_schema import Target, connect_error, first_line, parse_url, prepare
-from ._sql_reads import Dialect, storable
 
 POSTGRES = Dialect(name="postgresql", row_locks=True, no_limit="LIMIT ALL")
 DEFAULT_BUSY_TIMEOUT = 5.0

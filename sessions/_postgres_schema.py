@@ -18,14 +18,14 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import psycopg
 from psycopg import sql
 
-from ._errors import (
+from ._sql_search import POSTGRES_SEARCH, backfill
+from ._store_errors import (
     StoreConnectionError,
     StoreCorruptError,
     StoreError,
     StoreMissingError,
     StoreVersionError,
 )
-from ._sql_search import POSTGRES_SEARCH, backfill
 
 DEFAULT_SCHEMA = "agentloop"
 MIGRATIONS_TABLE = "agentloop_migrations"

@@ -2,7 +2,7 @@
 frozen dataclasses, for both backends.
 
 The stores' ``list_sessions``/``list_conversations`` (:mod:`sessions._sql_store`) build their
-pydantic values from these rows; ``agentloop sessions list`` (through :mod:`sessions._listing`)
+pydantic values from these rows; ``agentloop sessions list`` (through :mod:`sessions._list_handle`)
 shows them as they are, so it never imports pydantic.
 """
 

@@ -24,12 +24,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ._errors import (
+from ._ids import ID_LENGTH, SHORT_LENGTH, validate_session_ref
+from ._store_errors import (
     AmbiguousSessionIdError,
     InvalidSessionIdError,
     SessionNotFoundError,
 )
-from ._ids import ID_LENGTH, SHORT_LENGTH, validate_session_ref
 
 if TYPE_CHECKING:
     from ._types import CompactionEntry, Lease, Session, StoredMessage

@@ -32,7 +32,6 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ._errors import SearchQueryError, StoreVersionError
 from ._search_text import (
     Piece,
     Term,
@@ -43,6 +42,7 @@ from ._search_text import (
     pieces,
 )
 from ._sql_reads import Db, dt
+from ._store_errors import SearchQueryError, StoreVersionError
 
 if TYPE_CHECKING:
     from ._types import SearchHit

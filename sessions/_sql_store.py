@@ -21,6 +21,7 @@ from . import _compaction
 from ._checks import as_new_message, dumps, merge_metadata, require_int, require_str
 from ._compaction import CompactionStrategy
 from ._ids import validate_session_id, validate_session_ref
+from ._protocol import UNSET, _Unset
 from ._sql_listing import (
     ConversationRow,
     SessionRow,
@@ -32,7 +33,6 @@ from ._sql_listing import (
 )
 from ._sql_search import search
 from ._sql_transaction import SqlTransaction
-from ._store import UNSET, _Unset
 from ._types import (
     CompactionEntry,
     CompactionRecord,

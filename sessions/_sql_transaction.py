@@ -13,7 +13,6 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from ._checks import dumps
-from ._errors import SessionError, SessionLeasedError, StoreError
 from ._ids import SHORT_LENGTH
 from ._sql_reads import (
     C_COLUMNS,
@@ -30,6 +29,7 @@ from ._sql_reads import (
 )
 from ._sql_search import index_messages
 from ._sql_writes import SqlWrites, leased_error
+from ._store_errors import SessionError, SessionLeasedError, StoreError
 from ._types import (
     CompactionEntry,
     CopyReport,

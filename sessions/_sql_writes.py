@@ -8,7 +8,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ._checks import dumps, merge_metadata
-from ._errors import SessionCompactedError, SessionLeasedError, SessionNotFoundError
 from ._ids import SHORT_LENGTH, new_session_id
 from ._sql_reads import (
     COMPACTION_COLUMNS,
@@ -19,6 +18,7 @@ from ._sql_reads import (
     newest_leaf,
 )
 from ._sql_search import index_messages
+from ._store_errors import SessionCompactedError, SessionLeasedError, SessionNotFoundError
 from ._types import Lease, NewMessage, Session, SessionStatus, StoredMessage
 
 _UPKEEP_COLUMNS = (

@@ -16,7 +16,7 @@ import sqlite3
 import threading
 from pathlib import Path
 
-from ._errors import StoreCorruptError
+from ._store_errors import StoreCorruptError
 
 __all__ = ["IntegrityCheck"]
 

@@ -1,5 +1,5 @@
 """One SQLite store file's connection and its transactions, each seen as a :class:`Db`: what the
-store (:mod:`sessions._sqlite`) and the listing (:mod:`sessions._listing`) share.
+store (:mod:`sessions._sqlite`) and the listing (:mod:`sessions._list_handle`) share.
 
 Imports no store values (no pydantic): ``agentloop sessions list`` reads through it alone.
 """
@@ -14,11 +14,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from ._errors import StoreError
 from ._paths import default_store_path
 from ._sql_reads import Dialect, storable
 from ._sqlite_check import IntegrityCheck
 from ._sqlite_file import map_error, open_connection, open_read_only, tidy_sidecars
+from ._store_errors import StoreError
 
 DEFAULT_BUSY_TIMEOUT = 5.0
 SQLITE = Dialect(name="sqlite", row_locks=False, no_limit="LIMIT -1")

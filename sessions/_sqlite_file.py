@@ -12,7 +12,8 @@ from contextlib import suppress
 from pathlib import Path
 
 from . import _migrations
-from ._errors import (
+from ._paths import FILE_MODE, ensure_private_dir
+from ._store_errors import (
     SessionError,
     StoreBusyError,
     StoreCorruptError,
@@ -20,7 +21,6 @@ from ._errors import (
     StoreMissingError,
     StoreVersionError,
 )
-from ._paths import FILE_MODE, ensure_private_dir
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 

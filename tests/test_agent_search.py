@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from agent_tools_support import SECRET, make_tools, run
 
-from agentloop._agent import search
+from agentloop._agent import search_tools as search
 
 # --------------------------------------------------------------------------------- list_files
 

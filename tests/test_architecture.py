@@ -186,7 +186,9 @@ def test_no_source_file_is_a_god_module() -> None:
 
 def test_the_rule_checker_sees_a_broken_rule() -> None:
     # The checks above read real source; prove the reader finds lazy imports inside functions.
-    source = ROOT / "agentloop" / "_loop" / "compacter.py"
-    assert "agentloop._adapters.tokens" in _imports("agentloop._loop.compacter", source)
-    assert _room("agentloop._core.compacter") == "agentloop._core"
+    source = ROOT / "agentloop" / "_loop" / "conversation_compacter.py"
+    assert "agentloop._adapters.tokens" in _imports(
+        "agentloop._loop.conversation_compacter", source
+    )
+    assert _room("agentloop._core.compaction_core") == "agentloop._core"
     assert _room("agentloop._cli.repl") == "agentloop._cli"

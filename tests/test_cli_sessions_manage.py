@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from agentloop._cli import listing, transcript
+from agentloop._cli import list_commands as listing
+from agentloop._cli import transcript
 from agentloop._cli.main import main
 from sessions import NewMessage, SessionStore, open_store, workspace_key
 

@@ -22,8 +22,7 @@ from strategies_histories import (
 )
 
 from agentloop._core.blocks import tool_result_text
-from agentloop._core.compacter import STRATEGIES, CompactionSettings
-from agentloop._core.hooks import PreservedStateHook
+from agentloop._core.compaction_core import STRATEGIES, CompactionSettings
 from agentloop._core.messages import (
     ContentBlock,
     Message,
@@ -31,6 +30,7 @@ from agentloop._core.messages import (
     latest_user_request,
     validate_messages,
 )
+from agentloop._core.preserved_state import PreservedStateHook
 from agentloop._core.strategies import (
     PRUNED_MARKER,
     PRUNED_VALUE,
@@ -39,7 +39,7 @@ from agentloop._core.strategies import (
     prune_tool_outputs,
     window_note,
 )
-from agentloop._loop.compacter import ConversationCompacter
+from agentloop._loop.conversation_compacter import ConversationCompacter
 
 WINDOW = 3_000
 COUNTER = CharCounter()

@@ -24,7 +24,7 @@ from test_faults_kill import AGENTLOOP, AgentProcess, CliPlace
 from test_faults_stream import check_store, texts
 from test_loop import Script
 
-from agentloop._adapters.store import from_record
+from agentloop._adapters.records import from_record
 from sessions import open_store
 
 WINDOW = "6000"

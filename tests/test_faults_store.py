@@ -34,7 +34,7 @@ from test_faults_stream import texts
 from test_loop import Script
 
 from agentloop import AgentLoop, ConversationCompacter
-from agentloop._adapters.store import from_record
+from agentloop._adapters.records import from_record
 from agentloop._errors import StoreWriteError
 from agentloop.testing import FunctionModel
 from sessions import (

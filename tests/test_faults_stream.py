@@ -46,7 +46,7 @@ from test_loop import Script, filler, is_summary_request
 
 from agentloop import Message, ModelRequest, validate_messages
 from agentloop._adapters.anthropic import AnthropicModel
-from agentloop._adapters.store import from_record
+from agentloop._adapters.records import from_record
 from agentloop._errors import IncompleteReplyError, ModelError
 from sessions import open_store
 

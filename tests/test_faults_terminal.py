@@ -18,7 +18,7 @@ from test_faults_store import fill_sqlite, free_sqlite
 from test_faults_stream import texts
 from test_pty_repl import Model, Terminal
 
-from agentloop._adapters.store import from_record
+from agentloop._adapters.records import from_record
 from sessions import open_store
 
 launch = test_pty_repl.launch

@@ -23,7 +23,7 @@ from test_faults_kill import HANG_GUARD, AgentProcess, CliPlace
 from test_faults_stream import only_session, texts
 from test_loop import Script
 
-from agentloop._agent.search import GrepTool
+from agentloop._agent.search_tools import GrepTool
 from agentloop._agent.workspace import Workspace
 from agentloop._core.tool import ToolResult
 
@@ -148,7 +148,7 @@ def test_off_the_main_thread_a_runaway_grep_is_stopped_in_a_child(tmp_path: Path
 
 AGENT_THREAD = """
 import sys, threading
-from agentloop._agent.search import GrepTool
+from agentloop._agent.search_tools import GrepTool
 from agentloop._agent.workspace import Workspace
 tool = GrepTool(Workspace(sys.argv[1]))
 search = {"pattern": sys.argv[2], "timeout": 600}

@@ -21,7 +21,7 @@ from test_loop import Script
 
 from agentloop import AgentLoop, ConversationCompacter, LoopEvents, ToolResult
 from agentloop._adapters.anthropic import AnthropicModel
-from agentloop._adapters.store import from_record
+from agentloop._adapters.records import from_record
 from sessions import open_store
 
 MODEL = "claude-sonnet-4-6"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from agentloop import AgentLoop, CompactionSettings, ConversationCompacter
-from agentloop._adapters.store import fork_session, from_record
+from agentloop._adapters.records import fork_session, from_record
 from agentloop.testing import ScriptedModel, text_reply
 from sessions import open_store
 

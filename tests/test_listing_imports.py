@@ -1,6 +1,6 @@
 """`agentloop sessions list` never imports pydantic (issue 9: it was 75 % of the command's time).
 
-The listing reads through :mod:`sessions._listing` (plain rows, the backends' connections only);
+The listing reads through :mod:`sessions._list_handle` (plain rows, the backends' connections only);
 these tests run it in a fresh interpreter, on both backends, and check what was loaded, and
 that the plain rows say exactly what the store's pydantic values say.
 """
@@ -19,7 +19,7 @@ import store_contract
 from store_contract import StoreFactory, conversation, user
 
 from sessions import Conversation, Session, SessionStore, open_store
-from sessions._listing import open_listing
+from sessions._list_handle import open_listing
 from sessions._sql_listing import SESSION_FIELDS, ConversationRow
 
 REPO = Path(__file__).resolve().parents[1]
@@ -103,7 +103,7 @@ def test_sessions_list_as_started_from_the_shell_imports_no_pydantic(tmp_path: P
     assert done.returncode == 0, done.stderr
     assert child[:8] in done.stdout
     imported = {line.rpartition("|")[2].strip() for line in done.stderr.splitlines()}
-    assert "sessions._listing" in imported  # (importtime did report the imports)
+    assert "sessions._list_handle" in imported  # (importtime did report the imports)
     assert not {name for name in imported if name.split(".")[0] in HEAVY or name in HEAVY}
 
 

@@ -39,7 +39,7 @@ from agentloop import (
     TurnResult,
     to_params,
 )
-from agentloop._adapters.store import from_record
+from agentloop._adapters.records import from_record
 from agentloop._core.context import CompactionDecision
 from agentloop._core.summary import SUMMARIZER_SYSTEM, SUMMARY_REQUEST_OPENING
 from sessions import SqliteSessionStore, open_store

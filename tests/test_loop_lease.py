@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from agentloop import AgentLoop, CompactionSettings, ConversationCompacter
-from agentloop._adapters.store import from_record
+from agentloop._adapters.records import from_record
 from agentloop.testing import ScriptedModel, text_reply
 from sessions import SessionLeasedError, open_store
 

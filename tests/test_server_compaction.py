@@ -41,7 +41,7 @@ from agentloop import (
     Message,
     validate_messages,
 )
-from agentloop._adapters.store import from_record
+from agentloop._adapters.records import from_record
 from agentloop._core.settings import StrategyName
 from agentloop.testing import ScriptedModel
 from agentloop.testing import text_reply as scripted_reply

@@ -23,21 +23,21 @@ from agentloop._agent.recent_files import (
     RestoreReport,
 )
 from agentloop._agent.workspace import Workspace
-from agentloop._core.compacter import CompactionSettings
+from agentloop._core.compaction_core import CompactionSettings
 from agentloop._core.context import CompactionDecision
-from agentloop._core.hooks import PreservedStateHook
 from agentloop._core.messages import Message
 from agentloop._core.model import AsyncModel, Model, ModelResponse
+from agentloop._core.preserved_state import PreservedStateHook
 from agentloop._core.results import CompactionOutcome, CompactionTransition
 from agentloop._core.tool import ToolResult
 from agentloop._core.validation import DEFAULT_MAX_TOKENS
 from agentloop._errors import AgentloopError, StoreWriteError
 from agentloop._loop.agent_loop import AgentLoop, LoopEvents, TurnResult
-from agentloop._loop.compacter import ConversationCompacter
+from agentloop._loop.conversation_compacter import ConversationCompacter
 from agentloop._sessions import Lease, SessionStore, workspace_key
 
 if TYPE_CHECKING:
-    from agentloop._adapters.costs import CostReport
+    from agentloop._adapters.session_costs import CostReport
     from agentloop._core.pricing import Price
 
 SYSTEM_PROMPT = """\
@@ -164,7 +164,7 @@ class CodingAgent:
         messages: list[Message] = []
         calibration = Calibration()
         if resume_id is not None:
-            from agentloop._adapters.store import from_record
+            from agentloop._adapters.records import from_record
 
             session = store.get_session(resume_id)
             messages = [from_record(r) for r in store.get_messages(session.id)]
@@ -244,7 +244,7 @@ class CodingAgent:
         from the usage the API reported; None before the session is saved."""
         if not self.loop.saved:
             return None
-        from agentloop._adapters.costs import conversation_cost
+        from agentloop._adapters.session_costs import conversation_cost
 
         return conversation_cost(self.store, self.session_id, prices)
 
@@ -296,7 +296,7 @@ class CodingAgent:
     def fork(self, session_id: str | None = None) -> str:
         """Continue in a new branch of the lineage from ``session_id`` (default: this session)
         as it is now; that session and its other branches stay as they are. Returns the id."""
-        from agentloop._adapters.store import fork_session, from_record
+        from agentloop._adapters.records import fork_session, from_record
 
         source = session_id or self.session_id
         if source == self.session_id:

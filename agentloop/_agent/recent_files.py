@@ -26,7 +26,7 @@ from agentloop._agent.base import ToolStateError
 from agentloop._agent.files import read_all
 from agentloop._agent.secrets import redact
 from agentloop._agent.workspace import Workspace, WorkspaceError, display_path
-from agentloop._core.hooks import PreservedStateHook
+from agentloop._core.preserved_state import PreservedStateHook
 
 __all__ = [
     "DEFAULT_RESTORE_FILES",

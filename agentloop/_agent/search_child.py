@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from agentloop._agent.limited import serve
-from agentloop._agent.search import GrepTool, ListFilesTool
+from agentloop._agent.search_tools import GrepTool, ListFilesTool
 from agentloop._agent.workspace import Workspace
 from agentloop._core.tool import ToolResult
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from agentloop._agent.base import ToolStateError
 from agentloop._agent.files import EditFileTool, ReadFileTool, WriteFileTool
 from agentloop._agent.history import ToolCallRecord, ToolHistory
-from agentloop._agent.search import GrepTool, ListFilesTool
+from agentloop._agent.search_tools import GrepTool, ListFilesTool
 from agentloop._agent.shell import (
     COMMAND_MAX_OUTPUT_BYTES,
     Approve,

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from agentloop._agent.agent import CodingAgent
     from agentloop._cli.printmode import OutputFormat
     from agentloop._cli.resume import Start
-    from agentloop._cli.store import Lease
+    from agentloop._cli.store_access import Lease
     from agentloop._cli.terminal import TerminalInput
     from agentloop._cli.ui import TerminalUI
     from agentloop._core.model import AsyncModel, Model
@@ -164,7 +164,7 @@ def run_session(
     damaged file, an unknown ``resume`` id, a session in use) become one-line
     :class:`AgentloopError`\\ s.
     """
-    from agentloop._cli.store import Lease, open_cli_store
+    from agentloop._cli.store_access import Lease, open_cli_store
     from agentloop._sessions import SessionError
 
     try:
@@ -227,7 +227,7 @@ def _run(
         workspace=workspace,
     )
     if start.session_id is not None and options.fork_session:
-        from agentloop._adapters.store import fork_session
+        from agentloop._adapters.records import fork_session
 
         fork = fork_session(store, start.session_id)
         start = replace(start, session_id=fork)
@@ -289,7 +289,7 @@ def _build_agent(
 ) -> CodingAgent:
     from agentloop._agent.agent import CodingAgent
     from agentloop._agent.shell import always_allow, never_allow
-    from agentloop._core.compacter import CompactionSettings
+    from agentloop._core.compaction_core import CompactionSettings
 
     if options.yes:
         approve: Callable[[str], bool] = always_allow

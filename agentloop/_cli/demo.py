@@ -204,8 +204,8 @@ What was the original bug?
 def run_demo() -> int:
     """Run the scripted session; print the lineage tree, then the command that removes it."""
     from agentloop._cli.app import AgentOptions, run_session
-    from agentloop._cli.listing import tree_command
-    from agentloop._cli.store import open_cli_store
+    from agentloop._cli.list_commands import tree_command
+    from agentloop._cli.store_access import open_cli_store
 
     workspace = Path(tempfile.mkdtemp(prefix="agentloop-demo-"))
     try:

@@ -5,8 +5,9 @@ are commands. A first word that is not a command is the prompt, so the two parse
 by looking at the first positional argument.
 
 The commands live in their own modules, imported only when they run: the agent's composition
-root (:mod:`agentloop._cli.app`), the sessions commands (:mod:`agentloop._cli.sessions`) and the
-demo (:mod:`agentloop._cli.demo`). None of them imports this module back.
+root (:mod:`agentloop._cli.app`), the sessions commands
+(:mod:`agentloop._cli.sessions_commands`) and the demo (:mod:`agentloop._cli.demo`).
+None of them imports this module back.
 """
 
 from __future__ import annotations
@@ -110,7 +111,7 @@ def build_parser(*, commands: bool = False) -> argparse.ArgumentParser:
             help="the first message (interactive), or with -p the only one",
         )
         return parser
-    from agentloop._cli import sessions as _cli_sessions
+    from agentloop._cli import sessions_commands as _cli_sessions
 
     subcommands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     _cli_sessions.add_parser(subcommands)
@@ -326,7 +327,7 @@ def _main(argv: Sequence[str] | None) -> int:
     args = parser.parse_args(arguments)
     try:
         if getattr(args, "command", None) == "sessions":
-            from agentloop._cli.sessions import run
+            from agentloop._cli.sessions_commands import run
 
             return run(args)
         if getattr(args, "command", None) == "demo":

@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal, TextIO
 
-from agentloop._cli.costs import configured_prices
+from agentloop._cli.cost_report import configured_prices
 from agentloop._cli.ui import TerminalUI
 from agentloop._errors import AgentloopError
 

@@ -188,7 +188,7 @@ def _context(agent: CodingAgent, rest: str) -> None:
 
 
 def _cost(agent: CodingAgent, rest: str) -> None:
-    from agentloop._cli.costs import configured_prices, cost_text
+    from agentloop._cli.cost_report import configured_prices, cost_text
 
     reports = agent.cost(configured_prices())
     if reports is None:
@@ -223,8 +223,8 @@ def _undo_compaction(agent: CodingAgent, rest: str) -> None:
 
 
 def _sessions(agent: CodingAgent, rest: str) -> None:
-    from agentloop._cli.listing import list_command
-    from agentloop._cli.sessions import current_workspace
+    from agentloop._cli.list_commands import list_command
+    from agentloop._cli.sessions_commands import current_workspace
     from agentloop._sessions import SessionError
 
     try:

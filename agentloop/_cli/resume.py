@@ -31,7 +31,7 @@ def resolve_start(
     store: SessionStore, *, resume: str | None, continue_latest: bool, workspace: Path
 ) -> Start:
     """``--resume ID`` or ``--continue``: the newest descendant of that conversation."""
-    from agentloop._cli.store import latest_conversation
+    from agentloop._cli.store_access import latest_conversation
     from agentloop._sessions import workspace_key
 
     if resume is not None:
@@ -108,7 +108,7 @@ def orientation(
         )
 
     def earlier() -> list[Message]:
-        from agentloop._adapters.store import from_record
+        from agentloop._adapters.records import from_record
 
         parent = store.get_session(head).parent_id
         return [] if parent is None else [from_record(r) for r in store.get_messages(parent)]

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Literal, TextIO
 from agentloop._cli import markup, render
 
 if TYPE_CHECKING:
-    from agentloop._adapters.costs import CostReport
+    from agentloop._adapters.session_costs import CostReport
     from agentloop._sessions import Session, SessionStore
 
 ExportFormat = Literal["markdown", "json"]
@@ -46,8 +46,8 @@ def _show_object(store: SessionStore, session: Session) -> dict[str, object]:
 
 
 def _costs(store: SessionStore, session: Session) -> tuple[CostReport, CostReport]:
-    from agentloop._adapters.costs import conversation_cost
-    from agentloop._cli.costs import configured_prices
+    from agentloop._adapters.session_costs import conversation_cost
+    from agentloop._cli.cost_report import configured_prices
 
     return conversation_cost(store, session.id, configured_prices())
 
@@ -85,7 +85,7 @@ def show_command(store: SessionStore, out: TextIO, ref: str, *, as_json: bool = 
     width = max(len(name) for name, _ in fields)
     for name, value in fields:
         out.write(f"{name.ljust(width)}  {value}\n")
-    from agentloop._cli.costs import cost_text
+    from agentloop._cli.cost_report import cost_text
 
     out.write(cost_text(*_costs(store, session), session.id) + "\n")
     for message in store.get_messages(session.id):

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Generic, TypeAlias, TypeVar, cast
 
-from agentloop._core.hooks import HookOutput, PreservedStateHook
 from agentloop._core.messages import Message
 from agentloop._core.model import AsyncModel, Model, ModelRequest, ModelResponse
+from agentloop._core.preserved_state import HookOutput, PreservedStateHook
 from agentloop._core.tool import Tool, ToolResult
 
 if TYPE_CHECKING:

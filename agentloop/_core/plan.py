@@ -16,7 +16,7 @@ from agentloop._core.results import CompactionPlan
 from agentloop._core.strategies import carried_items, choose_tail_start, prune_tool_outputs
 
 if TYPE_CHECKING:
-    from agentloop._core.compacter import CompactionCore
+    from agentloop._core.compaction_core import CompactionCore
 
 
 def plan_steps(

@@ -48,7 +48,7 @@ from agentloop._core.summary import SUMMARIZER_SYSTEM
 from agentloop._errors import ModelError
 
 if TYPE_CHECKING:
-    from agentloop._core.compacter import CompactionCore
+    from agentloop._core.compaction_core import CompactionCore
 
 
 def server_edit(core: CompactionCore) -> ServerCompaction:

@@ -51,7 +51,7 @@ from agentloop._errors import (
     StoreWriteError,
 )
 from agentloop._loop.ahead import Ahead
-from agentloop._loop.compacter import ConversationCompacter, count_within
+from agentloop._loop.conversation_compacter import ConversationCompacter, count_within
 from agentloop._loop.drive import Runtime, adrive, drive
 from agentloop._loop.events import LoopEvents as LoopEvents
 from agentloop._loop.events import TurnResult as TurnResult

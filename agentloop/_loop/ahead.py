@@ -21,7 +21,7 @@ from agentloop._core.effects import (
 )
 from agentloop._core.messages import Message
 from agentloop._core.prepared import PrepareJob
-from agentloop._loop.compacter import ConversationCompacter
+from agentloop._loop.conversation_compacter import ConversationCompacter
 
 CLOSE_ENOUGH = 0.25
 """A ready summary is applied without waiting for a fresher one in flight when what follows it

@@ -15,7 +15,7 @@ from typing import Any, Protocol
 from agentloop._core.context import CompactionDecision
 from agentloop._core.results import CompactionTransition
 from agentloop._core.tool import ToolResult
-from agentloop._loop.compacter import ConversationCompacter
+from agentloop._loop.conversation_compacter import ConversationCompacter
 
 
 class ContextOwner(Protocol):

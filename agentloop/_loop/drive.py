@@ -31,7 +31,6 @@ from agentloop._core.effects import (
     StartBackground,
     Steps,
 )
-from agentloop._core.hooks import HookOutput, PreservedStateHook
 from agentloop._core.model import (
     AsyncModel,
     CountingModel,
@@ -39,6 +38,7 @@ from agentloop._core.model import (
     ModelResponse,
     TextCallback,
 )
+from agentloop._core.preserved_state import HookOutput, PreservedStateHook
 from agentloop._core.tool import ToolResult
 from agentloop._errors import ConfigurationError, StoreWriteError
 from agentloop._loop.background import TaskBackground, ThreadBackground
@@ -58,7 +58,7 @@ def _new_session_id() -> str:
 
 
 def _run_hooks(hooks: Sequence[PreservedStateHook]) -> HookOutput:
-    from agentloop._adapters.hooks import run_hooks
+    from agentloop._adapters.hook_runner import run_hooks
 
     return run_hooks(hooks)
 
@@ -135,7 +135,7 @@ class Runtime:
             return self.clock()
         if isinstance(effect, CreateSession | AppendMessages | SaveTransition):
             if self.store is not None:
-                from agentloop._adapters.store import perform_store_effect
+                from agentloop._adapters.records import perform_store_effect
 
                 self.lease = perform_store_effect(
                     self.store, effect, lease=self.lease, lease_owner=self.lease_owner

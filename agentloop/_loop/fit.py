@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from agentloop._core.compacter import CompactionCore
+from agentloop._core.compaction_core import CompactionCore
 from agentloop._core.messages import ContentBlock, Message
 from agentloop._core.shorten import shorten
 

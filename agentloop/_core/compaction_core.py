@@ -34,7 +34,6 @@ from agentloop._core.effects import (
     Steps,
     perform,
 )
-from agentloop._core.hooks import PreservedStateHook
 from agentloop._core.messages import (
     Message,
     MessageValidator,
@@ -50,6 +49,7 @@ from agentloop._core.prepared import (
     SettingsKey,
     prepared_cut,
 )
+from agentloop._core.preserved_state import PreservedStateHook
 from agentloop._core.results import (
     CompactionOutcome,
     CompactionSummary,

@@ -23,7 +23,7 @@ RESUME_MARK = "◀ resume continues here"
 
 class Listed(Protocol):
     """A session as the listing shows it: a :class:`sessions.Session`, or the plain row
-    ``agentloop sessions list`` reads without pydantic (:mod:`sessions._listing`)."""
+    ``agentloop sessions list`` reads without pydantic (:mod:`sessions._list_handle`)."""
 
     @property
     def id(self) -> str: ...
@@ -56,7 +56,7 @@ class ListedConversation(Protocol):
 
 class Lister(Protocol):
     """What the listing reads: a :class:`sessions.SessionStore`, or the read-only handle of
-    :func:`sessions._listing.open_listing` (the same methods, returning plain rows)."""
+    :func:`sessions._list_handle.open_listing` (the same methods, returning plain rows)."""
 
     def list_sessions(
         self, *, workspace: str | None = ..., limit: int | None = ..., offset: int = ...
@@ -208,7 +208,7 @@ def tree_command(
 ) -> None:
     """The lineage of ``ref`` (default: the latest conversation of ``workspace``)."""
     if ref is None:
-        from agentloop._cli.store import list_conversations
+        from agentloop._cli.store_access import list_conversations
 
         latest = list_conversations(store, workspace=workspace, limit=1)
         if not latest:

@@ -1,6 +1,6 @@
 """Preserved-state hooks: named sources of markdown injected into every compacted context.
 
-The core only describes them; ``agentloop._adapters.hooks`` runs them (each with a time limit)
+The core only describes them; ``agentloop._adapters.hook_runner`` runs them (each with a time limit)
 when the core yields a :class:`~agentloop._core.effects.RunHooks` effect.
 """
 

@@ -1,6 +1,6 @@
 """``ConversationCompacter``: the compaction core with its default wiring and drivers.
 
-The core (:class:`~agentloop._core.compacter.CompactionCore`) decides and plans; this class
+The core (:class:`~agentloop._core.compaction_core.CompactionCore`) decides and plans; this class
 supplies what it needs from outside (the tiktoken counter, the summarizer model, session ids,
 the clock, the hook runner) and runs its effects, synchronously or on an event loop.
 """
@@ -12,14 +12,14 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from agentloop._core.compacter import CompactionCore, CompactionSettings
+from agentloop._core.compaction_core import CompactionCore, CompactionSettings
 from agentloop._core.context import Calibrator, CompactionDecision, TokenCounter
 from agentloop._core.effects import CallModel, Steps, perform
-from agentloop._core.hooks import PreservedStateHook
 from agentloop._core.messages import Message, ResponseLike
 from agentloop._core.model import AsyncModel, Model, ModelResponse
 from agentloop._core.plan import plan_steps
 from agentloop._core.prepared import PreparedSummary, PrepareJob, next_job
+from agentloop._core.preserved_state import PreservedStateHook
 from agentloop._core.results import CompactionPlan, CompactionTransition
 from agentloop._core.validation import DEFAULT_MAX_TOKENS
 from agentloop._errors import ConfigurationError

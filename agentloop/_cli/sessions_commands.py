@@ -1,6 +1,6 @@
 """``agentloop sessions list|show|tree|export|delete|prune|copy``: the session store, by hand.
 
-The reading commands (:mod:`agentloop._cli.listing`, :mod:`agentloop._cli.transcript`) open
+The reading commands (:mod:`agentloop._cli.list_commands`, :mod:`agentloop._cli.transcript`) open
 the store read-only: they never create or write one ("no sessions yet" when there is none).
 :func:`run` maps the parsed command line onto them; ``delete`` and ``prune`` ask before they
 delete unless ``--yes``; ``copy`` moves everything to another store.
@@ -19,8 +19,8 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import TYPE_CHECKING, TextIO, TypeVar
 
-from agentloop._cli.listing import DEFAULT_LIMIT
-from agentloop._cli.search import SEARCH_LIMIT, SEARCH_MAX
+from agentloop._cli.list_commands import DEFAULT_LIMIT
+from agentloop._cli.search_command import SEARCH_LIMIT, SEARCH_MAX
 from agentloop._core.validation import parse_positive_int
 from agentloop._errors import AgentloopError, ConfigurationError
 
@@ -230,7 +230,7 @@ def add_parser(subparsers: argparse._SubParsersAction[P]) -> P:
 
 def run(args: argparse.Namespace) -> int:
     """Run a parsed ``sessions`` sub-command. User errors: one line on stderr, exit code 2."""
-    from agentloop._cli.store import NoStoreYet, open_cli_store
+    from agentloop._cli.store_access import NoStoreYet, open_cli_store
     from agentloop._sessions import SessionError
 
     out = sys.stdout
@@ -267,8 +267,8 @@ def run(args: argparse.Namespace) -> int:
 def _list(args: argparse.Namespace, location: str | None, out: TextIO) -> None:
     """``sessions list`` through the store's read-only listing handle, which loads neither the
     store classes nor pydantic (most of the command's start-up otherwise)."""
-    from agentloop._cli import listing
-    from agentloop._cli.store import NoStoreYet
+    from agentloop._cli import list_commands as listing
+    from agentloop._cli.store_access import NoStoreYet
     from agentloop._sessions import StoreMissingError, open_listing
 
     workspace = None if args.all else current_workspace(args.workspace)
@@ -290,7 +290,9 @@ def _list(args: argparse.Namespace, location: str | None, out: TextIO) -> None:
 
 def _command(args: argparse.Namespace) -> Command:
     """The parsed sub-command as a call on an open store and the output stream."""
-    from agentloop._cli import listing, search, transcript
+    from agentloop._cli import list_commands as listing
+    from agentloop._cli import search_command as search
+    from agentloop._cli import transcript
 
     name: str | None = args.sessions_command
     as_json: bool = args.json
@@ -339,7 +341,7 @@ def current_workspace(directory: str | None = None) -> str:
 
 def fork_command(store: SessionStore, out: TextIO, ref: str) -> None:
     """Fork ``ref``: print the new session's id and how to continue in it."""
-    from agentloop._adapters.store import fork_session
+    from agentloop._adapters.records import fork_session
 
     source = store.get_session(ref)
     fork = fork_session(store, source.id)
@@ -434,7 +436,7 @@ def prune_command(
 def copy_command(store: SessionStore, out: TextIO, target: str) -> None:
     """Copy everything in ``store`` to the store at ``target``; print what was done."""
     from agentloop._cli import render
-    from agentloop._cli.store import open_cli_store
+    from agentloop._cli.store_access import open_cli_store
     from agentloop._sessions import copy_store
 
     with open_cli_store(target) as destination:

@@ -8,7 +8,7 @@ import os
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from agentloop._adapters.costs import CostReport
+    from agentloop._adapters.session_costs import CostReport
     from agentloop._core.pricing import Price
 
 PRICES_VARIABLE = "AGENTLOOP_PRICES"

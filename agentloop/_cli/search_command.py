@@ -41,7 +41,7 @@ def search_command(
 ) -> None:
     """The best ``limit`` matches of ``query`` in ``workspace``'s conversations (every
     workspace if None)."""
-    from agentloop._cli.store import open_cli_store
+    from agentloop._cli.store_access import open_cli_store
     from agentloop._sessions import StoreVersionError
 
     try:
