@@ -178,7 +178,7 @@ def test_a_reply_the_store_refuses_is_kept_in_memory_and_nothing_is_sent_until_i
     loop = AgentLoop(
         model=model, model_name="m", compacter=compacter, store=cast(SessionStore, store)
     )
-    loop.runtime.lease_owner = "pid 1 on host a"
+    loop.lease_owner = "pid 1 on host a"
     loop.run_turn("one")
 
     with pytest.raises(StoreWriteError, match=r"^the reply was not saved: .*disk is full"):
@@ -204,7 +204,7 @@ def test_a_lease_taken_over_refuses_the_model_call_before_it_is_made(
     first_store = store_factory.open()
     model = FunctionModel(lambda request: f"answer {len(model.requests) + 1}")
     loop = AgentLoop(model=model, model_name="m", store=first_store)
-    loop.runtime.lease_owner = "pid 1 on host a"
+    loop.lease_owner = "pid 1 on host a"
     loop.run_turn("one")
     # Paused past its lease (a clock an hour on): another process takes the session over.
     later = datetime.now(UTC) + timedelta(hours=1)

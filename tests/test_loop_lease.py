@@ -24,7 +24,7 @@ def test_the_lease_follows_the_conversation_and_refuses_a_second_writer(tmp_path
         settings=CompactionSettings(strategy="summarize"),
     )
     first = AgentLoop(model=model, model_name="m", compacter=compacter, store=first_store)
-    first.runtime.lease_owner = "pid 1 on host a"
+    first.lease_owner = "pid 1 on host a"
     first.run_turn("hello " + "words " * 60)
     lease = first.runtime.lease
     assert lease is not None and lease.session_id == first.session_id

@@ -26,14 +26,15 @@ from agentloop._agent.workspace import Workspace
 from agentloop._core.compaction_core import CompactionSettings
 from agentloop._core.context import CompactionDecision
 from agentloop._core.messages import Message
-from agentloop._core.model import AsyncModel, Model, ModelResponse
+from agentloop._core.model import AsyncModel, Model
 from agentloop._core.preserved_state import PreservedStateHook
-from agentloop._core.results import CompactionOutcome, CompactionTransition
+from agentloop._core.results import CompactionOutcome, CompactionPlan, CompactionTransition
 from agentloop._core.tool import ToolResult
 from agentloop._core.validation import DEFAULT_MAX_TOKENS
 from agentloop._errors import AgentloopError, StoreWriteError
 from agentloop._loop.agent_loop import AgentLoop, LoopEvents, TurnResult
 from agentloop._loop.conversation_compacter import ConversationCompacter
+from agentloop._loop.status import CompactionStatus, compaction_status
 from agentloop._sessions import Lease, SessionStore, workspace_key
 
 if TYPE_CHECKING:
@@ -76,45 +77,22 @@ def system_prompt(workspace: Path, instructions: str = "") -> str:
     return f"{base}\n{instructions}\n" if instructions else base
 
 
-class _AgentEvents(LoopEvents):
-    """Keeps the tool history and forwards everything to the UI's events."""
+class _Bookkeeping(LoopEvents):
+    """The agent's own books, kept from the loop's events before any face hears them: the tool
+    history, the files touched, what the last compaction brought back."""
 
-    def __init__(self, agent: CodingAgent, ui: LoopEvents) -> None:
+    def __init__(self, agent: CodingAgent) -> None:
         self.agent = agent
-        self.ui = ui
-
-    def on_text(self, delta: str) -> None:
-        self.ui.on_text(delta)
-
-    def on_usage(self, decision: CompactionDecision) -> None:
-        self.ui.on_usage(decision)
-
-    def on_compaction_start(self, decision: CompactionDecision) -> None:
-        self.ui.on_compaction_start(decision)
 
     def on_transition(self, transition: CompactionTransition) -> None:
         self.agent.restored = self.agent.restorer.last
-        self.ui.on_transition(transition)
-
-    def on_compaction_skipped(self, reason: str) -> None:
-        self.ui.on_compaction_skipped(reason)
-
-    def on_tool_call(self, name: str, tool_input: dict[str, Any]) -> None:
-        self.ui.on_tool_call(name, tool_input)
 
     def on_tool_result(self, name: str, tool_input: dict[str, Any], result: ToolResult) -> None:
         self.agent.history.record(name, tool_input, is_error=result.is_error)
         self.agent.recent_files.record(name, tool_input, is_error=result.is_error)
-        self.ui.on_tool_result(name, tool_input, result)
-
-    def on_reply(self, response: ModelResponse) -> None:
-        self.ui.on_reply(response)
-
-    def on_reply_incomplete(self, reason: str) -> None:
-        self.ui.on_reply_incomplete(reason)
 
     def on_warning(self, message: str) -> None:
-        self.ui.on_warning(message)
+        """Said by the face that subscribed (or warned by default), not by the books."""
 
 
 class CodingAgent:
@@ -227,15 +205,80 @@ class CodingAgent:
             system=system_prompt(workspace, self.instructions.render()),
             tools=tools,
             max_tokens=reply_tokens,
-            events=_AgentEvents(self, events or LoopEvents()),
+            events=_Bookkeeping(self),
             context_tools=context_tools,
         )
-        self.loop.runtime.lease = lease
-        self.loop.runtime.lease_owner = lease_owner
+        self.loop.subscribe(events or LoopEvents())
+        self.loop.lease = lease
+        self.loop.lease_owner = lease_owner
+
+    # -- the face: what a front end (the CLI) reads and calls, nothing deeper --------------
 
     @property
     def session_id(self) -> str:
         return self.loop.session_id
+
+    @property
+    def model_name(self) -> str:
+        return self.loop.model_name
+
+    @property
+    def messages(self) -> tuple[Message, ...]:
+        """The conversation as the model sees it now (a copy)."""
+        return tuple(self.loop.messages)
+
+    @property
+    def saved(self) -> bool:
+        """Whether the session exists in the store yet (it is created on its first message)."""
+        return self.loop.saved
+
+    @property
+    def unsaved(self) -> bool:
+        """Whether something said is only in memory because the store refused it."""
+        return self.loop.unsaved
+
+    @property
+    def lease(self) -> Lease | None:
+        """This writer's lease on the session (moved along by compactions)."""
+        return self.loop.lease
+
+    @lease.setter
+    def lease(self, lease: Lease | None) -> None:
+        self.loop.lease = lease
+
+    @property
+    def lease_owner(self) -> str | None:
+        """Who this writer is: a session it creates is leased to it."""
+        return self.loop.lease_owner
+
+    @lease_owner.setter
+    def lease_owner(self, owner: str | None) -> None:
+        self.loop.lease_owner = owner
+
+    def subscribe(self, listener: LoopEvents) -> Callable[[], None]:
+        """Hear what the agent does (text, tools, compactions); returns what unsubscribes."""
+        return self.loop.subscribe(listener)
+
+    def context(self) -> CompactionDecision | None:
+        """Context usage now and the compaction decision (None before anything is measured)."""
+        return self.loop.context()
+
+    def compaction_status(self) -> CompactionStatus:
+        """The compaction settings and what preparing summaries did in this run."""
+        return compaction_status(self.compacter)
+
+    def plan(self) -> CompactionPlan:
+        """What ``/compact`` would do now, without a model call or a write."""
+        loop = self.loop
+        return self.compacter.plan(loop.messages, system=loop.system, tools=loop.tool_definitions)
+
+    def fixed_tokens(self) -> int:
+        """What the system prompt and the tool definitions take of every request."""
+        return self.compacter.fixed_tokens(self.loop.system, self.loop.tool_definitions)
+
+    def close(self) -> None:
+        """Stop what runs in the background (a summary being prepared); counted, not lost."""
+        self.loop.close()
 
     def cost(
         self, prices: Mapping[str, Price] | None = None

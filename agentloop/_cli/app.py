@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from agentloop._agent.agent import CodingAgent
     from agentloop._cli.printmode import OutputFormat
     from agentloop._cli.resume import Start
-    from agentloop._cli.store_access import Lease
+    from agentloop._cli.store_access import SessionLeaseKeeper
     from agentloop._cli.terminal import TerminalInput
     from agentloop._cli.ui import TerminalUI
     from agentloop._core.model import AsyncModel, Model
@@ -164,14 +164,14 @@ def run_session(
     damaged file, an unknown ``resume`` id, a session in use) become one-line
     :class:`AgentloopError`\\ s.
     """
-    from agentloop._cli.store_access import Lease, open_cli_store
+    from agentloop._cli.store_access import SessionLeaseKeeper, open_cli_store
     from agentloop._sessions import SessionError
 
     try:
         store = open_cli_store(options.store)
     except SessionError as error:  # one line, never a traceback (e.g. a damaged store file)
         raise AgentloopError(str(error)) from None
-    lease = Lease(store)
+    lease = SessionLeaseKeeper(store)
     try:
         return _run(
             options, model, fetch, store, lease, stdin=stdin, ui=ui or make_ui(options, stdin)
@@ -208,7 +208,7 @@ def _run(
     model: Model | AsyncModel,
     fetch: Fetch | None,
     store: SessionStore,
-    lease: Lease,
+    lease: SessionLeaseKeeper,
     *,
     stdin: TextIO,
     ui: TerminalUI,
@@ -242,21 +242,21 @@ def _run(
         print(f"agentloop: warning: {limits.warning}", file=sys.stderr)
     agent = _build_agent(options, model, store, workspace, limits, start, stdin, ui)
     _check_window(agent, limits.context_window, limits.source)
-    lease.attach(agent.loop)
+    lease.attach(agent)
     if start.session_id is not None:
         lease.acquire(start.session_id)
-    lease.keep(lambda: agent.session_id if agent.loop.saved else None)
-    enabled = agent.compacter.settings.enabled
+    lease.keep(lambda: agent.session_id if agent.saved else None)
+    enabled = agent.compaction_status().enabled
     if start.session_id is not None and options.output_format == "text":
-        context = indicator(agent.loop.context(), enabled=enabled)
+        context = indicator(agent.context(), enabled=enabled)
         for line in orientation(
-            store, start, agent.loop.messages, here=workspace, context_line=context
+            store, start, agent.messages, here=workspace, context_line=context
         ):
             print(line, file=sys.stderr)
 
     def kept() -> bool:
         """A new session whose model never answered is not kept (nothing worth resuming)."""
-        return agent.loop.saved and (start.session_id is not None or ui.replies > 0)
+        return agent.saved and (start.session_id is not None or ui.replies > 0)
 
     try:
         if options.print_mode:
@@ -267,9 +267,9 @@ def _run(
         else:
             code = _interactive(options, agent, ui, stdin, first, kept, lease)
     finally:
-        agent.loop.close()  # nothing left running in the background (what it prepared: counted)
+        agent.close()  # nothing left running in the background (what it prepared: counted)
         _forget_if_empty(agent, store, start, kept, lease)
-    if code and options.print_mode and kept() and not agent.loop.unsaved:
+    if code and options.print_mode and kept() and not agent.unsaved:
         sid = agent.session_id[:8]
         print(
             f"(session {sid} is saved; continue with `agentloop --resume {sid}`)", file=sys.stderr
@@ -373,7 +373,7 @@ def _terminal(stdin: TextIO) -> TerminalInput:
 
 def _check_window(agent: CodingAgent, window: int, source: str) -> None:
     """Refuse a window that the system prompt and tools alone (nearly) fill."""
-    fixed = agent.compacter.fixed_tokens(agent.loop.system, agent.loop.tool_definitions)
+    fixed = agent.fixed_tokens()
     needed = fixed + MIN_CONVERSATION_TOKENS
     if window < needed:
         what = "--context-window" if source == "override" else f"the context window ({source})"
@@ -390,7 +390,7 @@ def _interactive(
     stdin: TextIO,
     first: str | None,
     kept: Callable[[], bool],
-    lease: Lease,
+    lease: SessionLeaseKeeper,
 ) -> int:
     from agentloop._cli.editor import PipeReader, Reader
     from agentloop._cli.repl import Repl
@@ -434,13 +434,13 @@ def _interactive(
             stop_when_unsaved=True,
         )
         repl.show_context = options.echo_input
-    repl.after_turn = lambda: lease.follow(agent.session_id if agent.loop.saved else None)
+    repl.after_turn = lambda: lease.follow(agent.session_id if agent.saved else None)
     if tty:
         from agentloop._cli.startup import prewarm
 
         prewarm(tokenizer=False)
     code = repl.run(first)
-    if agent.loop.unsaved:
+    if agent.unsaved:
         print(
             f"agentloop: warning: the end of session {agent.session_id[:8]} was not saved (the "
             "store refused the writes)",
@@ -461,11 +461,11 @@ def _forget_if_empty(
     store: SessionStore,
     start: Start,
     kept: Callable[[], bool],
-    lease: Lease,
+    lease: SessionLeaseKeeper,
 ) -> None:
     """A run that created a session whose model never answered (auth, 404, refused connection)
     leaves nothing behind: no 1-message session for ``--continue`` to find."""
-    if kept() or not agent.loop.saved or start.session_id is not None:
+    if kept() or not agent.saved or start.session_id is not None:
         return
     from agentloop._sessions import SessionError
 

@@ -114,7 +114,7 @@ def result_json(
     kept: bool,
 ) -> dict[str, Any]:
     """The object ``--output-format json`` prints (and ``stream-json`` ends with)."""
-    decision = agent.loop.context()
+    decision = agent.context()
     cost: dict[str, Any] | None = None
     reports = agent.cost(configured_prices()) if kept else None
     if reports is not None:
@@ -157,7 +157,7 @@ def run_print(
     if output_format == "stream-json":
         _line(
             ui.out,
-            {"type": "start", "session_id": agent.session_id, "model": agent.loop.model_name},
+            {"type": "start", "session_id": agent.session_id, "model": agent.model_name},
         )
     from agentloop._sessions import SessionError
 

@@ -124,8 +124,8 @@ class Repl:
         if self.show_context:
             from agentloop._cli.ui import indicator
 
-            enabled = self.agent.compacter.settings.enabled
-            print(indicator(self.agent.loop.context(), enabled=enabled), file=sys.stderr)
+            enabled = self.agent.compaction_status().enabled
+            print(indicator(self.agent.context(), enabled=enabled), file=sys.stderr)
         return True
 
     @contextlib.contextmanager
@@ -140,14 +140,14 @@ class Repl:
             self.failures += 1
             self.ui.end_turn()
             print(f"agentloop: error: {error}", file=sys.stderr)
-            if self.agent.loop.unsaved:  # what was shown is not stored: said, and no more sent
+            if self.agent.unsaved:  # what was shown is not stored: said, and no more sent
                 self.stopped = self.stop_when_unsaved
                 note = NOT_SAVED_STOP if self.stopped else NOT_SAVED
                 taken = (error, error.__cause__)
                 if any(isinstance(e, SessionLeasedError) for e in taken) and not self.stopped:
                     note = TAKEN_OVER.format(sid=self.agent.session_id[:8])
                 print(note, file=sys.stderr)
-            elif isinstance(error, AgentloopError) and self.agent.loop.saved and self.kept():
+            elif isinstance(error, AgentloopError) and self.agent.saved and self.kept():
                 print(
                     f"(session {self.agent.session_id[:8]} is saved; you can continue)",
                     file=sys.stderr,
@@ -201,8 +201,7 @@ def _compact(agent: CodingAgent, rest: str) -> None:
     if rest == "--dry-run":
         from agentloop._cli.ui import plan_report
 
-        loop = agent.loop
-        plan = agent.compacter.plan(loop.messages, system=loop.system, tools=loop.tool_definitions)
+        plan = agent.plan()
         print(plan_report(plan), file=sys.stderr)
         return
     outcome = agent.compact(rest or None)
@@ -217,7 +216,7 @@ def _undo_compaction(agent: CodingAgent, rest: str) -> None:
     fork = agent.undo_compaction()
     print(
         f"Compaction undone: continuing from before it in new session {fork[:8]} "
-        f"({len(agent.loop.messages)} messages); {compacted[:8]} stays as it was",
+        f"({len(agent.messages)} messages); {compacted[:8]} stays as it was",
         file=sys.stderr,
     )
 

@@ -11,7 +11,7 @@ import re
 import socket
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Protocol
 
 from agentloop._errors import AgentloopError
 
@@ -77,6 +77,22 @@ def _busy(session_id: str, holder: str | None) -> SessionBusyError:
     )
 
 
+class LeaseHolder(Protocol):
+    """A writer that carries a session lease on its writes (:class:`CodingAgent`)."""
+
+    @property
+    def lease(self) -> StoreLease | None: ...
+
+    @lease.setter
+    def lease(self, lease: StoreLease | None) -> None: ...
+
+    @property
+    def lease_owner(self) -> str | None: ...
+
+    @lease_owner.setter
+    def lease_owner(self, owner: str | None) -> None: ...
+
+
 _LOCAL_OWNER = re.compile(r"pid (\d+) on (.+)")
 
 
@@ -90,13 +106,13 @@ def _running(pid: int) -> bool:
     return True
 
 
-class Lease:
+class SessionLeaseKeeper:
     """The session lease: taken at start or resume, renewed in a daemon thread every ttl/3,
     moved along when the conversation continues in another session, released at exit.
 
     Writes must carry the lease (a write without it is refused while it is live), so it is
-    only taken once :meth:`attach` found a loop that passes it on (its ``lease`` attribute);
-    until then this is a no-op.
+    only taken once :meth:`attach` gave it to the agent that writes; until then this is a
+    no-op.
     """
 
     def __init__(self, store: SessionStore, *, ttl: float = LEASE_TTL) -> None:
@@ -104,22 +120,19 @@ class Lease:
         self.ttl = ttl
         self.owner = f"pid {os.getpid()} on {socket.gethostname()}"
         self.supported = False
-        self._holder: Any = None
-        """The loop the lease is given to (its ``lease`` attribute; see :meth:`attach`)."""
+        self._holder: LeaseHolder | None = None
+        """The writer the lease is given to (see :meth:`attach`)."""
         self._held: StoreLease | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._lock = threading.RLock()
 
-    def attach(self, loop: object) -> None:
-        """Give the lease to ``loop`` (``loop.lease``) from now on, if it takes one; a session
-        the loop creates is leased by its runtime on its first write, to this owner."""
-        if hasattr(loop, "lease"):
-            self.supported = True
-            self._holder = loop
-            runtime = getattr(loop, "runtime", None)
-            if runtime is not None:
-                runtime.lease_owner = self.owner
+    def attach(self, holder: LeaseHolder) -> None:
+        """Give the lease to ``holder`` (the agent: its writes carry it) from now on; a session
+        the holder creates is leased to this owner on its first write."""
+        self.supported = True
+        self._holder = holder
+        holder.lease_owner = self.owner
 
     @property
     def held(self) -> StoreLease | None:

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from agentloop._core.model import ModelResponse
     from agentloop._core.results import CompactionPlan, CompactionTransition
     from agentloop._core.tool import ToolResult
+    from agentloop._loop.status import CompactionStatus
 
 THINKING = "Thinking…"
 COMPACTING = "Compacting conversation…"
@@ -167,22 +168,22 @@ def indicator(decision: CompactionDecision | None, *, enabled: bool) -> str:
 def context_report(agent: CodingAgent) -> str:
     """The ``/context`` report: usage, trigger, decision, window, calibration, session."""
 
-    session = f"Session: {agent.session_id} ({len(agent.loop.messages)} messages)"
-    decision = agent.loop.context()
+    session = f"Session: {agent.session_id} ({len(agent.messages)} messages)"
+    decision = agent.context()
     if decision is None:
         return session
     usage = decision.usage
-    compacter = agent.compacter
-    calibration = compacter.calibration
+    status = agent.compaction_status()
+    calibration = status.calibration
     lines = [
         f"Context: {usage.tokens:,} / {usage.window:,} tokens ({usage.fraction:.0%}), "
         f"measured from {usage.source}",
         f"Compaction: triggers at {decision.trigger_tokens:,} tokens "
         f"({decision.trigger_tokens / usage.window:.0%}; threshold {decision.threshold:.0%})"
-        + ("" if compacter.settings.enabled else " — automatic compaction is disabled"),
+        + ("" if status.enabled else " — automatic compaction is disabled"),
         f"Decision: {decision.reason}",
-        f"Window: {usage.window:,} tokens (source: {compacter.window_source}); "
-        f"replies up to {compacter.max_output_tokens:,} tokens",
+        f"Window: {usage.window:,} tokens (source: {status.window_source}); "
+        f"replies up to {status.max_output_tokens:,} tokens",
     ]
     if calibration is not None:
         lines.append(
@@ -190,8 +191,8 @@ def context_report(agent: CodingAgent) -> str:
             f"{calibration.per_message:.0f} per message ({calibration.samples} samples)"
         )
     lines += agent.context_notes()
-    lines += _preparation_lines(agent)
-    standing = compacter.settings.standing_instructions
+    lines += _preparation_lines(status)
+    standing = status.standing_instructions
     if standing:
         first = standing.splitlines()[0]
         lines.append(f"Summary instructions ({len(standing):,} characters): {first[:80]}")
@@ -199,18 +200,15 @@ def context_report(agent: CodingAgent) -> str:
     return "\n".join(lines)
 
 
-def _preparation_lines(agent: CodingAgent) -> list[str]:
+def _preparation_lines(status: CompactionStatus) -> list[str]:
     """What preparing summaries in the background did in this run (``/context``)."""
-    compacter = agent.compacter
-    if compacter.settings.prepare_at is None:
+    mark = status.prepare_mark_tokens
+    if mark is None:
         return ["Summaries: written when the trigger is reached (preparing ahead is off)"]
-    done = compacter.preparation
-    mark = int(compacter.trigger_tokens * compacter.settings.prepare_at)
-    ready = compacter.prepared
+    done = status.preparation
+    covered = status.prepared_messages
     state = (
-        f"one is ready, covering {len(ready.covered)} messages"
-        if ready is not None
-        else "none is ready yet"
+        f"one is ready, covering {covered} messages" if covered is not None else "none is ready yet"
     )
     line = f"Summaries: prepared in the background past {mark:,} tokens; {state}"
     counts = [

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from agentloop._core.context import CompactionDecision
@@ -52,7 +52,8 @@ from agentloop._errors import (
 )
 from agentloop._loop.ahead import Ahead
 from agentloop._loop.conversation_compacter import ConversationCompacter, count_within
-from agentloop._loop.drive import Runtime, adrive, drive
+from agentloop._loop.drive import Runtime, Wiring, adrive, drive
+from agentloop._loop.events import EventFanOut
 from agentloop._loop.events import LoopEvents as LoopEvents
 from agentloop._loop.events import TurnResult as TurnResult
 from agentloop._loop.fit import Shortened, as_sent, shorten_newest
@@ -103,7 +104,7 @@ class AgentLoop:
         self.tool_definitions = [tool_definition(tool) for tool in tools]
         self.max_tokens = max_tokens
         self.max_tool_rounds = max_tool_rounds
-        self.events = events or LoopEvents()
+        self.events = EventFanOut([events] if events is not None else [])
         # Consecutive same-role messages are combined, as the API would: what is sent alternates.
         self.messages: list[Message] = merge_consecutive(messages)
         # One validator with the compacter: what was checked here is not checked again there.
@@ -125,22 +126,15 @@ class AgentLoop:
         """A write of ``_pending`` failed: it is retried before anything else is sent."""
         self.workspace = workspace or workspace_key()  # text a store takes (any path's bytes)
         self.title = title
-        # Ids, clock and hooks come from the compacter's wiring, so its injections hold here too.
-        base = compacter.runtime if compacter is not None else Runtime()
-        self.runtime = Runtime(
-            model=model,
-            store=store,
-            new_session_id=base.new_session_id,
-            clock=base.clock,
-            run_hooks=base.run_hooks,
-            on_text=self.events.on_text,
-        )
+        # Ids, clock and hooks: the compacter's wiring, shared, so its injections hold here too.
+        wiring = compacter.wiring if compacter is not None else Wiring()
+        self.runtime = Runtime(model=model, store=store, wiring=wiring, on_text=self.events.on_text)
         self._stored = session_id is not None
         """Whether the session exists in the store (a new one is created on its first message)."""
         self._ahead = None if compacter is None else Ahead(compacter)
         # A loop dropped without close() does not leave its background thread behind.
         weakref.finalize(self, self.runtime.close)
-        self.session_id = session_id or self.runtime.new_session_id()
+        self.session_id = session_id or wiring.new_session_id()
 
     # -- public API --------------------------------------------------------------------------
 
@@ -153,6 +147,18 @@ class AgentLoop:
     @lease.setter
     def lease(self, lease: Lease | None) -> None:
         self.runtime.lease = lease
+
+    @property
+    def lease_owner(self) -> str | None:  # "pid 1234 on host x": a new session is leased to it
+        return self.runtime.lease_owner
+
+    @lease_owner.setter
+    def lease_owner(self, owner: str | None) -> None:
+        self.runtime.lease_owner = owner
+
+    def subscribe(self, listener: LoopEvents) -> Callable[[], None]:
+        """Hear the loop's events from now on; returns what unsubscribes."""
+        return self.events.subscribe(listener)
 
     @property
     def saved(self) -> bool:

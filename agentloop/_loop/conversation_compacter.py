@@ -23,7 +23,7 @@ from agentloop._core.preserved_state import PreservedStateHook
 from agentloop._core.results import CompactionPlan, CompactionTransition
 from agentloop._core.validation import DEFAULT_MAX_TOKENS
 from agentloop._errors import ConfigurationError
-from agentloop._loop.drive import Runtime, adrive, drive
+from agentloop._loop.drive import Runtime, Wiring, adrive, drive
 from agentloop._loop.inputs import Inputs
 
 History = Sequence[Message | Mapping[str, Any] | ResponseLike]
@@ -87,11 +87,13 @@ class ConversationCompacter(CompactionCore):
             hooks=hooks,
             window_source=window_source,
         )
-        self.runtime = Runtime(model=model)
+        self.wiring = Wiring()
+        """Ids, clock and hook runner, shared with the loop this compacter serves."""
         if clock is not None:
-            self.runtime.clock = clock
+            self.wiring.clock = clock
         if new_session_id is not None:
-            self.runtime.new_session_id = new_session_id
+            self.wiring.new_session_id = new_session_id
+        self.runtime = Runtime(model=model, wiring=self.wiring)
         self._inputs = Inputs()
 
     @property

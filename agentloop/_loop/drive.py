@@ -78,14 +78,23 @@ class _RunsAsync(Protocol):
 
 
 @dataclass
-class Runtime:
-    """Everything the effects touch. Defaults: real ids, the UTC clock, threaded hooks."""
+class Wiring:
+    """What is injected once and shared by every runtime of a conversation (the compacter's and
+    its loop's): the id factory, the clock, the hook runner. Defaults: real ids, the UTC clock,
+    threaded hooks."""
 
-    model: Model | AsyncModel | None = None
-    store: SessionStore | None = None
     new_session_id: Callable[[], str] = _new_session_id
     clock: Callable[[], datetime] = _utc_now
     run_hooks: Callable[[Sequence[PreservedStateHook]], HookOutput] = _run_hooks
+
+
+@dataclass
+class Runtime:
+    """Everything the effects touch: the model, the store, the shared :class:`Wiring`."""
+
+    model: Model | AsyncModel | None = None
+    store: SessionStore | None = None
+    wiring: Wiring = field(default_factory=Wiring)
     on_text: TextCallback | None = field(default=None, repr=False)
     lease: Lease | None = None
     """The writer's lease on the session: every write carries it (one writer per session)."""
@@ -128,11 +137,11 @@ class Runtime:
         if isinstance(effect, RunTool):
             return run_tool(effect)
         if isinstance(effect, RunHooks):
-            return self.run_hooks(effect.hooks)
+            return self.wiring.run_hooks(effect.hooks)
         if isinstance(effect, NewSessionId):
-            return self.new_session_id()
+            return self.wiring.new_session_id()
         if isinstance(effect, ReadClock):
-            return self.clock()
+            return self.wiring.clock()
         if isinstance(effect, CreateSession | AppendMessages | SaveTransition):
             if self.store is not None:
                 from agentloop._adapters.records import perform_store_effect

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -11,7 +12,7 @@ from agentloop._core.model import ModelResponse
 from agentloop._core.results import CompactionTransition
 from agentloop._core.tool import ToolResult
 
-__all__ = ["LoopEvents", "TurnResult"]
+__all__ = ["EventFanOut", "LoopEvents", "TurnResult"]
 
 
 @dataclass
@@ -57,3 +58,59 @@ class LoopEvents:
         """Something the user should know that stops nothing (server-side compaction is not
         available and the loop compacts locally instead). Default: ``warnings.warn``."""
         warnings.warn(message, UserWarning, stacklevel=2)
+
+
+class EventFanOut(LoopEvents):
+    """Every subscriber hears every event, in the order they subscribed (a loop's events: the
+    agent keeps its books first, then the face shows what happened). With no subscriber, a
+    warning is still raised as :class:`UserWarning`."""
+
+    def __init__(self, listeners: list[LoopEvents] | None = None) -> None:
+        self._listeners: list[LoopEvents] = list(listeners or [])
+
+    def subscribe(self, listener: LoopEvents) -> Callable[[], None]:
+        """Add ``listener``; returns what removes it again."""
+        self._listeners.append(listener)
+        return lambda: self._listeners.remove(listener)
+
+    def on_text(self, delta: str) -> None:
+        for listener in self._listeners:
+            listener.on_text(delta)
+
+    def on_usage(self, decision: CompactionDecision) -> None:
+        for listener in self._listeners:
+            listener.on_usage(decision)
+
+    def on_compaction_start(self, decision: CompactionDecision) -> None:
+        for listener in self._listeners:
+            listener.on_compaction_start(decision)
+
+    def on_transition(self, transition: CompactionTransition) -> None:
+        for listener in self._listeners:
+            listener.on_transition(transition)
+
+    def on_compaction_skipped(self, reason: str) -> None:
+        for listener in self._listeners:
+            listener.on_compaction_skipped(reason)
+
+    def on_tool_call(self, name: str, tool_input: dict[str, Any]) -> None:
+        for listener in self._listeners:
+            listener.on_tool_call(name, tool_input)
+
+    def on_tool_result(self, name: str, tool_input: dict[str, Any], result: ToolResult) -> None:
+        for listener in self._listeners:
+            listener.on_tool_result(name, tool_input, result)
+
+    def on_reply(self, response: ModelResponse) -> None:
+        for listener in self._listeners:
+            listener.on_reply(response)
+
+    def on_reply_incomplete(self, reason: str) -> None:
+        for listener in self._listeners:
+            listener.on_reply_incomplete(reason)
+
+    def on_warning(self, message: str) -> None:
+        if not self._listeners:
+            warnings.warn(message, UserWarning, stacklevel=2)
+        for listener in self._listeners:
+            listener.on_warning(message)
