@@ -338,16 +338,6 @@ class AnthropicModel:
             counted = _messages_api(client, kwargs).count_tokens(**kwargs)
         return int(counted.input_tokens)
 
-    async def acount_tokens(self, request: ModelRequest) -> int:
-        """The async form of :meth:`count_tokens`."""
-        client = self._async()
-        if client is None:
-            return await asyncio.to_thread(self.count_tokens, request)
-        kwargs = _count_kwargs(request, self.prompt_cache)
-        with sdk_errors(client):
-            counted = await _messages_api(client, kwargs).count_tokens(**kwargs)
-        return int(counted.input_tokens)
-
 
 def _messages_api(client: anthropic.Anthropic | anthropic.AsyncAnthropic, kwargs: Any) -> Any:
     """``client.beta.messages`` for a request with a beta (server compaction), else

@@ -24,7 +24,6 @@ if TYPE_CHECKING:
     from agentloop._loop.agent_loop import TurnResult
 
 OutputFormat = Literal["text", "json", "stream-json"]
-OUTPUT_FORMATS: tuple[OutputFormat, ...] = ("text", "json", "stream-json")
 STDIN_TAG = "stdin"
 
 

@@ -118,10 +118,3 @@ class CountingModel(Protocol):
     Messages API's ``count_tokens``, free of charge). Compaction uses it as the truth."""
 
     def count_tokens(self, request: ModelRequest) -> int: ...
-
-
-@runtime_checkable
-class AsyncCountingModel(Protocol):
-    """The async form of :class:`CountingModel`."""
-
-    async def acount_tokens(self, request: ModelRequest) -> int: ...
