@@ -160,7 +160,7 @@ def timed(function: Callable[[], object]) -> float:
 
 def no_index() -> contextlib.AbstractContextManager[object]:
     """The store of before the index: appends write no index rows."""
-    return mock.patch("sessions._sql_writes.index_messages", lambda *args, **kwargs: None)
+    return mock.patch("sessions._sql_messages.index_messages", lambda *args, **kwargs: None)
 
 
 def bench_searches(

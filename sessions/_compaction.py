@@ -33,14 +33,14 @@ from ._types import (
 
 __all__ = [
     "CompactionStrategy",
+    "Kept",
     "LineageTransaction",
-    "Plan",
     "compact",
     "compaction_record",
     "get_compaction_record",
     "has_pending_tool_use",
     "has_tool_result",
-    "plan",
+    "keep",
     "sliding_window_start",
     "total_tokens",
 ]
@@ -141,7 +141,7 @@ class LineageTransaction(Protocol):
 
     def messages(self, session_id: str) -> list[StoredMessage]: ...
 
-    def history(self, session_id: str) -> list[CompactionEntry]:
+    def compaction_history(self, session_id: str) -> list[CompactionEntry]:
         """Every compaction of the session's lineage, oldest first."""
         ...
 
@@ -164,7 +164,7 @@ class LineageTransaction(Protocol):
         child)."""
         ...
 
-    def record_unchanged(
+    def record_without_child(
         self,
         session: Session,
         *,
@@ -179,22 +179,22 @@ class LineageTransaction(Protocol):
 
 
 @dataclass(frozen=True, slots=True)
-class Plan:
-    """What a seed strategy decided for one head: the child's messages (None: no child)."""
+class Kept:
+    """What a seed strategy keeps of the head: the child's messages (None: no child)."""
 
-    kept: list[NewMessage] | None
+    messages: list[NewMessage] | None
     tokens_after: int | None
 
 
-def plan(
+def keep(
     strategy: CompactionStrategy,
     head: Session,
     stored: Sequence[StoredMessage],
     summary: str | None,
-) -> Plan:
+) -> Kept:
     """Decide, without touching the store, what ``strategy`` keeps of the head's messages."""
     if strategy.kind == "none":
-        return Plan(None, total_tokens(stored))
+        return Kept(None, total_tokens(stored))
     if strategy.kind == "sliding_window":
         assert strategy.max_messages is not None
         start = sliding_window_start(stored, strategy.max_messages)
@@ -204,7 +204,7 @@ def plan(
                 f"{head.id[:SHORT_LENGTH]}: no user message without tool_result starts "
                 "a clean window; use a larger window or summarize"
             )
-        return Plan([message.to_new() for message in stored[start:]], total_tokens(stored[start:]))
+        return Kept([message.to_new() for message in stored[start:]], total_tokens(stored[start:]))
     if has_pending_tool_use(stored):
         raise CompactionError(
             f"cannot summarize session {head.id[:SHORT_LENGTH]} now: its last "
@@ -214,7 +214,7 @@ def plan(
     summary_message = NewMessage(
         role="user", content=[{"type": "text", "text": summary}], metadata={"kind": "summary"}
     )
-    return Plan([summary_message], None)
+    return Kept([summary_message], None)
 
 
 def _check(strategy: object, summary: object) -> None:
@@ -249,10 +249,10 @@ def compact(
         sid = tx.resolve(session_id)
         head = tx.newest_descendant(sid)
         stored = tx.messages(head.id)
-        decided = plan(strategy, head, stored, summary)
+        kept = keep(strategy, head, stored, summary)
         tokens_before = total_tokens(stored)
-        if decided.kept is None:
-            tx.record_unchanged(
+        if kept.messages is None:
+            tx.record_without_child(
                 head,
                 strategy=str(strategy),
                 message_count=len(stored),
@@ -263,11 +263,11 @@ def compact(
         else:
             tx.transition(
                 head,
-                messages=decided.kept,
+                messages=kept.messages,
                 strategy=str(strategy),
                 messages_before=len(stored),
                 tokens_before=tokens_before,
-                tokens_after=decided.tokens_after,
+                tokens_after=kept.tokens_after,
                 summary=summary,
                 metadata=None,
                 child_id=None,
@@ -278,7 +278,7 @@ def compact(
 
 def compaction_record(tx: LineageTransaction, session_id: str) -> CompactionRecord:
     """``SessionStore.get_compaction_record`` for any backend, inside one transaction."""
-    history = tx.history(session_id)
+    history = tx.compaction_history(session_id)
     head = tx.newest_descendant(session_id)
     summaries = [entry.summary for entry in history if entry.summary is not None]
     return CompactionRecord.model_construct(

@@ -106,11 +106,6 @@ def validate_session_id(session_id: str) -> str:
     return normalized
 
 
-def is_full_id(ref: str) -> bool:
-    """True when ``ref`` (already validated) is a complete id rather than a prefix."""
-    return len(ref) == ID_LENGTH
-
-
 def short_id(session_id: str) -> str:
     """The 8-character form the UI shows."""
     return session_id[:SHORT_LENGTH]

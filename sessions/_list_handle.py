@@ -16,6 +16,7 @@ from types import TracebackType
 from typing import Protocol, Self
 
 from ._open import DEFAULT_BUSY_TIMEOUT, parse_location, postgres_imports
+from ._sql_db import Db
 from ._sql_listing import (
     ConversationRow,
     SessionRow,
@@ -25,7 +26,6 @@ from ._sql_listing import (
     select_conversations,
     select_sessions,
 )
-from ._sql_reads import Db
 
 
 class Connection(Protocol):

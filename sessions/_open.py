@@ -113,8 +113,9 @@ def open_store(
     ``<user data dir>/sessions.db``.
 
     ``read_only=True`` never creates or writes anything: :class:`StoreMissingError` if there
-    is no store there yet; a store written by a newer version can still be read. Otherwise a
-    newer store raises :class:`StoreVersionError` and nothing is written.
+    is no store there yet; a store written by a newer version can still be read, and so can a
+    SQLite file that may not be written (a shared or archived one, in a read-only directory).
+    Otherwise a newer store raises :class:`StoreVersionError` and nothing is written.
 
     ``busy_timeout``: seconds a write waits for another writer (SQLite's write lock, a
     PostgreSQL row lock) before :class:`StoreBusyError`. ``clock`` stamps every write

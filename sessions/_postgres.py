@@ -30,13 +30,13 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
 
+from ._lease_book import LeaseBook
 from ._postgres_db import (
     DEFAULT_BUSY_TIMEOUT,
     DEFAULT_CONNECT_TIMEOUT,
     PostgresConnection,
     PostgresDb,
 )
-from ._sql_reads import LeaseBook
 from ._sql_store import SqlSessionStore
 from ._sql_transaction import SqlTransaction
 

@@ -22,7 +22,7 @@ from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 from ._bridge import in_bridge, run_bridged
 from ._postgres_async import AsyncSide, BridgedConnection
 from ._postgres_schema import Target, connect_error, first_line, parse_url, prepare
-from ._sql_reads import Dialect, storable
+from ._sql_db import Dialect, storable
 from ._store_errors import (
     SessionError,
     StoreBusyError,

@@ -1,9 +1,10 @@
-"""The listing's SQL, written once: sessions and conversations (one row per lineage) as plain
-frozen dataclasses, for both backends.
+"""Listing, for both SQL backends: sessions and conversations (one row per lineage) read as
+plain frozen dataclasses, and counted.
 
-The stores' ``list_sessions``/``list_conversations`` (:mod:`sessions._sql_store`) build their
+The store's ``list_sessions``/``list_conversations`` (:class:`ListingMethods`) build their
 pydantic values from these rows; ``agentloop sessions list`` (through :mod:`sessions._list_handle`)
-shows them as they are, so it never imports pydantic.
+shows them as they are, so this module never imports pydantic (its values are imported when one
+is first built).
 """
 
 from __future__ import annotations
@@ -12,9 +13,20 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ._sql_reads import NEWEST_FIRST, S_COLUMNS, SESSION_COLUMNS, Db, dt
+from ._sql_db import (
+    NEWEST_FIRST,
+    S_COLUMNS,
+    SESSION_COLUMNS,
+    Db,
+    SqlStoreBase,
+    SqlTransactionBase,
+    dt,
+)
+
+if TYPE_CHECKING:
+    from ._types import Conversation, Session
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,3 +138,68 @@ def check_page(limit: object, offset: object) -> None:
             continue
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:
             raise ValueError(f"{name} must be an integer >= 0, not {value!r}")
+
+
+def _session(row: SessionRow) -> Session:
+    from ._types import Session
+
+    # The listing's rows were validated on the way in: no re-validation.
+    return Session.model_construct(
+        id=row.id,
+        parent_id=row.parent_id,
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+        model=row.model,
+        title=row.title,
+        workspace=row.workspace,
+        status=row.status,
+        message_count=row.message_count,
+        metadata=row.metadata,
+    )
+
+
+def _conversation(row: ConversationRow) -> Conversation:
+    from ._types import Conversation
+
+    return Conversation.model_construct(
+        head=_session(row.head),
+        root_id=row.root_id,
+        generations=row.generations,
+        sessions=row.sessions,
+        updated_at=row.updated_at,
+    )
+
+
+class ListingMethods(SqlStoreBase[SqlTransactionBase]):
+    """The store's listing calls."""
+
+    def list_sessions(
+        self, *, workspace: str | None = None, limit: int | None = 50, offset: int = 0
+    ) -> list[Session]:
+        """Sessions, most recently updated first (then most recently created); ``limit=None``
+        for all of them."""
+        check_page(limit, offset)
+        with self._transaction(write=False) as tx:
+            rows = select_sessions(tx.db, workspace, limit, offset)
+        return [_session(row) for row in rows]
+
+    def count_sessions(self, *, workspace: str | None = None) -> int:
+        """How many sessions (in ``workspace``, or in all)."""
+        with self._transaction(write=False) as tx:
+            return count_sessions(tx.db, workspace)
+
+    def list_conversations(
+        self, *, workspace: str | None = None, limit: int | None = 50, offset: int = 0
+    ) -> list[Conversation]:
+        """One :class:`Conversation` per lineage, most recently active first: its head (the
+        newest descendant, where resuming continues), depth and size. ``workspace`` filters on
+        the head's workspace. Reads one row per conversation shown."""
+        check_page(limit, offset)
+        with self._transaction(write=False) as tx:
+            rows = select_conversations(tx.db, workspace, limit, offset)
+        return [_conversation(row) for row in rows]
+
+    def count_conversations(self, *, workspace: str | None = None) -> int:
+        """How many lineages (whose head is in ``workspace``, or in all)."""
+        with self._transaction(write=False) as tx:
+            return count_conversations(tx.db, workspace)

@@ -41,7 +41,7 @@ from ._search_text import (
     parse_query,
     pieces,
 )
-from ._sql_reads import Db, dt
+from ._sql_db import Db, dt
 from ._store_errors import SearchQueryError, StoreVersionError
 
 if TYPE_CHECKING:

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
-from ._sql_reads import LeaseBook
+from ._lease_book import LeaseBook
 from ._sql_store import SqlSessionStore
 from ._sql_transaction import SqlTransaction
 from ._sqlite_db import DEFAULT_BUSY_TIMEOUT, SqliteConnection

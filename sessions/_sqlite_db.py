@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ._paths import default_store_path
-from ._sql_reads import Dialect, storable
+from ._sql_db import Dialect, storable
 from ._sqlite_check import IntegrityCheck
 from ._sqlite_file import map_error, open_connection, open_read_only, tidy_sidecars
 from ._store_errors import StoreError

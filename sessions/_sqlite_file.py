@@ -74,6 +74,12 @@ def map_error(error: sqlite3.Error, path: Path, busy_timeout: float) -> SessionE
         return StoreBusyError(
             f"session store {path} is busy: another process {held}; try again", path=path
         )
+    if _cannot_share(error) and "readonly" in lowered.replace("-", "").replace(" ", ""):
+        return StoreError(
+            f"session store {path} cannot be written (the file or its directory is "
+            "read-only); nothing was changed",
+            path=path,
+        )
     if isinstance(error, sqlite3.ProgrammingError) and "closed" in lowered:
         return StoreError(f"session store {path} is closed", path=path)
     if isinstance(error, sqlite3.OperationalError | sqlite3.IntegrityError):
@@ -255,9 +261,47 @@ def open_connection(path: Path, busy_timeout: float) -> sqlite3.Connection:
     return conn
 
 
+_READ_ONLY_FAILURES = (8, 14)  # SQLITE_READONLY, SQLITE_CANTOPEN (primary result codes)
+
+
+def _writable(path: Path) -> bool:
+    return os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)
+
+
+def _has_log(path: Path) -> bool:
+    """Whether a write-ahead log holding changes lies beside the store."""
+    try:
+        return Path(f"{path}-wal").stat().st_size > 0
+    except OSError:
+        return False
+
+
+def _connect_read_only(path: Path, busy_timeout: float, *, immutable: bool) -> sqlite3.Connection:
+    # `immutable` reads the file alone, with no lock and no shared-memory file: the only way
+    # to read a WAL store where neither it nor its directory may be written.
+    mode = "immutable=1" if immutable else "mode=ro"
+    return sqlite3.connect(
+        f"{path.absolute().as_uri()}?{mode}",
+        uri=True,
+        timeout=busy_timeout,
+        isolation_level=None,
+        check_same_thread=False,
+    )
+
+
+def _cannot_share(error: sqlite3.Error) -> bool:
+    code = getattr(error, "sqlite_errorcode", None)
+    return isinstance(code, int) and code & 0xFF in _READ_ONLY_FAILURES
+
+
 def open_read_only(path: Path, busy_timeout: float) -> tuple[sqlite3.Connection, bool]:
     """A read-only connection to the existing store at ``path`` (nothing is created or
-    written), and whether SQLite's WAL/SHM files beside it must be tidied after closing."""
+    written), and whether SQLite's WAL/SHM files beside it must be tidied after closing.
+
+    A store that may not be written (an archived or shared file, a read-only directory) and has
+    no write-ahead log beside it is read as an immutable file: SQLite would otherwise need to
+    create its shared-memory file next to it. One with a log is read through the log.
+    """
     try:
         if not (path.exists() or path.is_symlink()):
             raise StoreMissingError(f"no session store at {path} yet", path=path)
@@ -269,27 +313,42 @@ def open_read_only(path: Path, busy_timeout: float) -> tuple[sqlite3.Connection,
         raise StoreError(f"cannot read session store {path}: {error.strerror}", path=path) from None
     check_header(path)
     tidy = not any(sidecar.exists() for sidecar in _sidecars(path))
+    immutable = tidy and not _writable(path)
     conn: sqlite3.Connection | None = None
     try:
-        conn = sqlite3.connect(
-            f"{path.absolute().as_uri()}?mode=ro",
-            uri=True,
-            timeout=busy_timeout,
-            isolation_level=None,
-            check_same_thread=False,
-        )
-        _prepare_read_only(conn, path)
+        try:
+            conn = _connect_read_only(path, busy_timeout, immutable=immutable)
+            _prepare_read_only(conn, path)
+        except sqlite3.Error as error:
+            # No shared-memory file could be made beside it: read the file as it is, unless
+            # a log holds changes that reading it alone would miss.
+            if immutable or not _cannot_share(error) or _has_log(path):
+                raise
+            if conn is not None:
+                conn.close()
+                conn = None
+            if tidy:
+                tidy_sidecars(path)
+            immutable = True
+            conn = _connect_read_only(path, busy_timeout, immutable=True)
+            _prepare_read_only(conn, path)
     except (sqlite3.Error, SessionError) as error:
         if conn is not None:
             conn.close()
         mapped = error if isinstance(error, SessionError) else map_error(error, path, busy_timeout)
-        if tidy:
+        if isinstance(error, sqlite3.Error) and _cannot_share(error) and _has_log(path):
+            mapped = StoreError(
+                f"cannot read session store {path}: its write-ahead log ({path.name}-wal) can "
+                f"only be read with write access to {path.parent}",
+                path=path,
+            )
+        if tidy and not immutable:
             tidy_sidecars(path)
             if isinstance(mapped, StoreCorruptError):
                 # A store whose schema cannot be read cannot be opened to tidy them away.
                 _remove_empty_sidecars(path)
         raise mapped from None
-    return conn, tidy
+    return conn, tidy and not immutable
 
 
 def _remove_empty_sidecars(path: Path) -> None:

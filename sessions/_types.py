@@ -31,10 +31,6 @@ SessionStatus: TypeAlias = Literal["active", "compacted"]
 ContentBlocks: TypeAlias = Annotated[list[dict[str, Any]], BeforeValidator(_text_to_blocks)]
 
 
-def utc_now() -> datetime:
-    return datetime.now(UTC)
-
-
 class Session(BaseModel):
     """One conversation. A compacted conversation continues in a child session (``parent_id``).
 

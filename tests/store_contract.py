@@ -76,7 +76,7 @@ def fail_inside_transitions(monkeypatch: pytest.MonkeyPatch) -> None:
     def fail(self: SqlTransaction, *args: Any, **kwargs: Any) -> None:
         raise InjectedFault("crash in the middle of the transaction")
 
-    # Both transition() and record_unchanged() write their entry last; both backends run it.
+    # Both transition() and record_without_child() write their entry last; both backends run it.
     monkeypatch.setattr(SqlTransaction, "_insert_entry", fail)
 
 

@@ -16,7 +16,7 @@ from fake_anthropic import text_reply, tool_reply
 from store_contract import user
 from test_loop import filler
 
-from sessions import _migrations, _sql_writes, default_store_path, open_store
+from sessions import _migrations, _sql_messages, default_store_path, open_store
 
 DETAIL = "Remember this: the deploy key is called ORCHID-7."
 
@@ -114,7 +114,7 @@ def test_sessions_search_builds_the_index_of_an_older_store(
 ) -> None:
     with monkeypatch.context() as before_the_index:
         before_the_index.setattr(_migrations, "MIGRATIONS", _migrations.MIGRATIONS[:2])
-        before_the_index.setattr(_sql_writes, "index_messages", lambda *args, **kwargs: None)
+        before_the_index.setattr(_sql_messages, "index_messages", lambda *args, **kwargs: None)
         with open_store() as old:
             session = old.create_session(model="m", workspace=str(cli.workspace))
             old.append_messages(session.id, [user("an old ORCHID")])

@@ -204,14 +204,14 @@ def test_a_pool_lets_threads_write_different_lineages_at_once(
         store.append_messages(held.id, conversation(6))
         free = store.create_session(model="m", workspace="/w")
         parked, go_on = threading.Event(), threading.Event()
-        planned = _compaction.plan
+        planned = _compaction.keep
 
-        def parked_plan(*args: Any, **kwargs: Any) -> _compaction.Plan:
+        def parked_plan(*args: Any, **kwargs: Any) -> _compaction.Kept:
             parked.set()
             go_on.wait(timeout=60)
             return planned(*args, **kwargs)
 
-        monkeypatch.setattr(_compaction, "plan", parked_plan)
+        monkeypatch.setattr(_compaction, "keep", parked_plan)
         compacting = threading.Thread(
             target=lambda: store.compact(held.id, CompactionStrategy.sliding_window(2))
         )

@@ -19,7 +19,7 @@ from sessions import (
     StoreVersionError,
     _migrations,
     _postgres_schema,
-    _sql_writes,
+    _sql_messages,
     open_store,
 )
 
@@ -43,7 +43,7 @@ def write_old_conversation(store: SessionStore) -> tuple[str, str]:
 @pytest.fixture
 def without_index(monkeypatch: pytest.MonkeyPatch) -> Iterator[pytest.MonkeyPatch]:
     """Until undone: the store code of before, which wrote no index."""
-    monkeypatch.setattr(_sql_writes, "index_messages", lambda *args, **kwargs: None)
+    monkeypatch.setattr(_sql_messages, "index_messages", lambda *args, **kwargs: None)
     yield monkeypatch
 
 

@@ -185,14 +185,14 @@ def test_compact_holds_the_lineage_from_its_read_to_its_transition(
     sid = new_session(store, conversation(6))
     other = store_factory.open_nowait()
     has_read, go_on = threading.Event(), threading.Event()
-    planned = _compaction.plan
+    planned = _compaction.keep
 
-    def parked_plan(*args: Any, **kwargs: Any) -> _compaction.Plan:
+    def parked_plan(*args: Any, **kwargs: Any) -> _compaction.Kept:
         has_read.set()
         go_on.wait()
         return planned(*args, **kwargs)
 
-    monkeypatch.setattr(_compaction, "plan", parked_plan)
+    monkeypatch.setattr(_compaction, "keep", parked_plan)
     outcome: list[object] = []
 
     def compact() -> None:
