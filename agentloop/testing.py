@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentloop._core.blocks import is_text, is_tool_use
 from agentloop._core.messages import ContentBlock, Message, Usage
 from agentloop._core.model import ModelRequest, ModelResponse, TextCallback
 from agentloop._errors import ModelError
@@ -101,11 +102,11 @@ class _RecordingModel:
         content = reply.content or ({"type": "text", "text": "(no reply scripted)"},)
         if on_text is not None:
             for block in content:
-                if block.get("type") == "text":
+                if is_text(block):
                     on_text(str(block["text"]))
         output = sum(self._estimator_count_block(b) for b in content) if content else 0
         stop = reply.stop_reason or (
-            "tool_use" if any(b.get("type") == "tool_use" for b in content) else "end_turn"
+            "tool_use" if any(is_tool_use(b) for b in content) else "end_turn"
         )
         usage = Usage(input_tokens=self._count(request), output_tokens=output)
         return ModelResponse(
@@ -134,9 +135,7 @@ def summary_input(request: ModelRequest) -> str:
     kept = tuple(
         b for b in last.content if not str(b.get("text", "")).startswith(SUMMARY_REQUEST_OPENING)
     )
-    instruction = "\n".join(
-        str(b["text"]) for b in last.content if b not in kept and b.get("type") == "text"
-    )
+    instruction = "\n".join(str(b["text"]) for b in last.content if b not in kept and is_text(b))
     messages[-1] = Message(last.role, kept)
     parts: list[str] = []
     if messages[0].summary is not None:

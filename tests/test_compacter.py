@@ -434,7 +434,7 @@ def test_a_compaction_left_above_the_trigger_is_not_committed_and_does_not_loop(
     assert len(model.requests) == summarized
 
     # Once the context has grown well past the breaker, automatic compaction resumes.
-    grown = [*history, Message.user("w" * 8_000), Message.assistant("ok")]
+    grown = [*history, Message.user("w" * 12_000), Message.assistant("ok")]
     decision = c.should_compact(grown)
     assert decision.compact, decision.reason
     assert "circuit breaker" not in decision.reason
@@ -538,12 +538,17 @@ def test_per_model_thresholds_move_the_trigger_up_or_down() -> None:
 
 
 def test_trigger_moves_earlier_when_the_reply_would_not_fit() -> None:
-    c = compacter(window=10_000, max_output_tokens=4_000)
-    decision = c.should_compact(history_of_tokens(7_000))
+    # The reply reserve is the reply's limit, at most 15 % of the window (issue 19): it moves
+    # a raised threshold, never the default one, and a large limit does not eat a small window.
+    late = CompactionSettings(threshold=0.95)
+    c = compacter(window=10_000, max_output_tokens=1_000, settings=late)
+    decision = c.should_compact(history_of_tokens(9_200))
     assert decision.compact
-    assert decision.trigger_tokens == 6_000
-    assert "instead of 8,500" in decision.reason and "4,000" in decision.reason
-    roomy = compacter(window=10_000, max_output_tokens=1_000)
+    assert decision.trigger_tokens == 9_000
+    assert "instead of 9,500" in decision.reason and "1,000" in decision.reason
+    large = compacter(window=10_000, max_output_tokens=4_000, settings=late)
+    assert large.trigger_tokens == 8_500  # 1,500 reserved, not 4,000
+    roomy = compacter(window=10_000, max_output_tokens=4_000)
     decision = roomy.should_compact(history_of_tokens(7_000))
     assert not decision.compact and decision.trigger_tokens == 8_500
 
@@ -624,7 +629,7 @@ def hand_written_history() -> list[dict[str, Any]]:
 
 def test_plain_dict_messages_work() -> None:
     params = hand_written_history()
-    c = compacter(window=3_500, model=FunctionModel(short_summary))
+    c = compacter(window=3_200, model=FunctionModel(short_summary))
     decision = c.should_compact(params)
     assert decision.compact and decision.usage.source == "estimate"
     result = c.compact_and_transition("parent", params)
@@ -637,7 +642,7 @@ def test_plain_dict_messages_work() -> None:
         "content": [{"type": "text", "text": "Done: " + "w" * 2_000}],
     }
     # The same history as Message values compacts to the same conversation.
-    same = compacter(window=3_500, model=FunctionModel(short_summary)).compact_and_transition(
+    same = compacter(window=3_200, model=FunctionModel(short_summary)).compact_and_transition(
         "parent", as_messages(params)
     )
     assert same is not None and to_params(same.compacted_messages) == out
@@ -645,7 +650,7 @@ def test_plain_dict_messages_work() -> None:
 
 def test_transition_fields() -> None:
     c = compacter(
-        window=3_500,
+        window=3_200,
         model=FunctionModel(short_summary),
         settings=CompactionSettings(strategy="summarize"),
     )

@@ -15,6 +15,7 @@ def run_hooks(hooks: Sequence[PreservedStateHook]) -> HookOutput:
     """Run every hook; return the joined markdown and the warnings for hooks that failed."""
     sections: list[str] = []
     warnings: list[str] = []
+    names: list[str] = []
     for hook in hooks:
         outcome: dict[str, str | BaseException] = {}
 
@@ -39,7 +40,8 @@ def run_hooks(hooks: Sequence[PreservedStateHook]) -> HookOutput:
             text = str(outcome.get("value", "")).strip()
             if text:
                 sections.append(text)
+                names.append(hook.name)
             continue
         warnings.append(f"preserved-state hook '{hook.name}' {problem}")
         sections.append(f"<!-- preserved state '{hook.name}' unavailable: {problem} -->")
-    return HookOutput("\n\n".join(sections), tuple(warnings))
+    return HookOutput("\n\n".join(sections), tuple(warnings), tuple(names))

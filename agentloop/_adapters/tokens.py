@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from agentloop._adapters.media import IMAGE_FALLBACK_TOKENS, image_block_tokens, pdf_block_tokens
-from agentloop._core.blocks import Block, BlockRenderer
+from agentloop._core.blocks import Block, BlockRenderer, is_text, source_kind
 from agentloop._core.messages import Message
 from agentloop._errors import AgentloopError
 
@@ -118,7 +118,7 @@ class TokenEstimator:
         last = len(message.content) - 1
         for index, block in enumerate(message.content):
             text = block.get("text")
-            if block.get("type") == "text" and isinstance(text, str):
+            if is_text(block) and isinstance(text, str):
                 tokens, whole = self.count_text_within(text, limit - total)
                 total += BLOCK_OVERHEAD + tokens
                 if not whole:
@@ -213,9 +213,9 @@ class _BlockCounter(BlockRenderer[int]):
         count = self.estimator.count_text
         title = count(str(block.get("title", "") or ""))
         if isinstance(source, Mapping):
-            if source.get("type") == "text":
+            if source_kind(source) == "text":
                 return BLOCK_OVERHEAD + title + count(str(source.get("data", "")))
-            if source.get("type") == "content":
+            if source_kind(source) == "content":
                 return (
                     BLOCK_OVERHEAD + title + self.estimator.count_content(source.get("content", ""))
                 )

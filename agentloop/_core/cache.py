@@ -25,6 +25,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
+from agentloop._core.blocks import is_any_thinking, is_blank_text
+
 __all__ = [
     "CACHE_LOOKBACK_BLOCKS",
     "MAX_BREAKPOINTS",
@@ -42,9 +44,6 @@ CACHE_LOOKBACK_BLOCKS = 20
 # the API's lookback, whose exact reach is not documented to the block.
 _LOOKBACK_MARGIN = 4
 _EPHEMERAL: dict[str, str] = {"type": "ephemeral"}
-# cache_control is refused on thinking blocks (and on empty text); a breakpoint goes on the
-# nearest earlier block that takes one.
-_UNMARKABLE = frozenset({"thinking", "redacted_thinking"})
 
 
 def with_cache_breakpoints(
@@ -144,9 +143,9 @@ def _content(message: Any) -> list[Any]:
 
 
 def _markable(block: Any) -> bool:
-    if not isinstance(block, Mapping) or block.get("type") in _UNMARKABLE:
-        return False
-    return not (block.get("type") == "text" and not str(block.get("text", "")).strip())
+    # cache_control is refused on thinking blocks (and on empty text); a breakpoint goes on the
+    # nearest earlier block that takes one.
+    return isinstance(block, Mapping) and not is_any_thinking(block) and not is_blank_text(block)
 
 
 def _mark(params: dict[str, Any], where: str, index: int) -> None:

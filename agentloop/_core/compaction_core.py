@@ -14,20 +14,24 @@ counter is injected. The public :class:`~agentloop.ConversationCompacter` adds t
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
+from datetime import datetime
 from typing import Any, cast
 
 from agentloop._core.context import (
+    BREAKER_WHY,
+    MIN_REPLY_TOKENS,
+    UNDONE_WHY,
     Calibrator,
     CompactionDecision,
     ContextUsage,
     TokenCounter,
+    breaker_margin,
     decide,
     measure,
     trigger_tokens,
 )
 from agentloop._core.effects import (
-    CountTokens,
     NewSessionId,
     ReadClock,
     RunHooks,
@@ -39,9 +43,8 @@ from agentloop._core.messages import (
     MessageValidator,
     Usage,
     is_safe_boundary,
-    validate_messages,
 )
-from agentloop._core.model import AsyncModel, Model, ModelRequest
+from agentloop._core.model import AsyncModel, Model, ServerCompaction
 from agentloop._core.prefix import as_message
 from agentloop._core.prepared import (
     Preparation,
@@ -56,20 +59,35 @@ from agentloop._core.results import (
     CompactionTransition,
 )
 from agentloop._core.settings import STRATEGIES, CompactionSettings, StrategyName
-from agentloop._core.strategies import (
-    Split,
-    assemble,
-    choose_tail_start,
-    prune_tool_outputs,
-    window_note,
-    with_state,
+from agentloop._core.strategy import (
+    Budget,
+    Built,
+    Job,
+    Measured,
+    Strategy,
+    cut_points,
+    register,
+    strategy_named,
 )
-from agentloop._core.summary import (
-    condense_steps,
-    digest,
-)
+from agentloop._core.strategy_auto import AutoStrategy
+from agentloop._core.strategy_none import NoStrategy
+from agentloop._core.strategy_prune import PruneStrategy
+from agentloop._core.strategy_server import ServerStrategy
+from agentloop._core.strategy_summary import SummarizeStrategy
+from agentloop._core.strategy_window import SlidingWindowStrategy
 from agentloop._core.validation import DEFAULT_MAX_TOKENS, validate_window
-from agentloop._core.whole_summary import previous_text, whole_summary_steps
+
+BUILTIN: tuple[Strategy, ...] = (
+    AutoStrategy(),
+    SummarizeStrategy(),
+    SlidingWindowStrategy(),
+    PruneStrategy(),
+    ServerStrategy(),
+    NoStrategy(),
+)
+"""The strategies every compacter knows; a new one is a module and one entry here."""
+for _strategy in BUILTIN:
+    register(_strategy)
 
 __all__ = [
     "STRATEGIES",
@@ -77,15 +95,6 @@ __all__ = [
     "CompactionSettings",
     "StrategyName",
 ]
-
-CHARS_PER_TOKEN = 4
-"""Only to turn a token cap on a request's text into characters."""
-
-
-@dataclass(frozen=True, slots=True)
-class _Measured:
-    tokens: int
-    by_api: bool
 
 
 class CompactionCore:
@@ -125,11 +134,22 @@ class CompactionCore:
         """Checks this conversation's history incrementally; a loop shares it, so what the loop
         checked as messages arrived is not checked again when it compacts."""
         self._breaker_until: int | None = None
+        self._undone_hold: int | None = None
+        """The breaker's value set by :meth:`hold` (while it is the one that holds)."""
         self._last_output: tuple[Message, int] | None = None
         self.preparation = Preparation()
         """The newest summary prepared ahead (see :meth:`prepare_job`) and the counts."""
 
     # -- measuring ---------------------------------------------------------------------------
+
+    @property
+    def strategy(self) -> Strategy:
+        """The strategy the settings name (from the registry)."""
+        return strategy_named(self.settings.strategy)
+
+    def request_edit(self) -> ServerCompaction | None:
+        """What every request of this conversation asks the API to do (its compaction)."""
+        return self.strategy.edit(self) if self.settings.enabled else None
 
     @property
     def threshold(self) -> float:
@@ -138,6 +158,15 @@ class CompactionCore:
     @property
     def trigger_tokens(self) -> int:
         return trigger_tokens(self.context_window, self.threshold, self.max_output_tokens)[0]
+
+    def hold(self, tokens: int) -> None:
+        """At or past the trigger, hold automatic compaction back until the context has grown
+        well past ``tokens`` (a compaction the user just undid is not redone at once), but
+        never past the point where a minimal reply no longer fits in the window."""
+        limit = self.context_window - MIN_REPLY_TOKENS
+        if self.trigger_tokens <= tokens < limit:
+            held = min(tokens + breaker_margin(self.context_window), limit)
+            self._breaker_until = self._undone_hold = held
 
     def count(self, message: Message) -> int:
         """The message's cached local estimate, computing (and remembering) it if missing."""
@@ -220,6 +249,7 @@ class CompactionCore:
         """Whether to compact now, and why (nothing is changed)."""
         msgs = self.messages_of(messages)
         usage = self._measure(msgs, system, tools)
+        strategy = self.strategy
         decision = decide(
             usage,
             threshold=self.threshold,
@@ -227,13 +257,17 @@ class CompactionCore:
             message_count=len(msgs),
             safe_boundary=is_safe_boundary(msgs),
             enabled=self.settings.enabled,
-            strategy_none=self.settings.strategy == "none",
+            strategy_none=not strategy.compacts,
             force=force,
             breaker_until=self._breaker_until,
+            breaker_why=UNDONE_WHY
+            if self._breaker_until is not None and self._breaker_until == self._undone_hold
+            else BREAKER_WHY,
         )
-        if decision.compact and not force and self.settings.strategy == "server":
+        if decision.compact and not force and not strategy.automatic:
             # The API compacts at the trigger; only a compaction asked for runs here.
-            reason = f"the API compacts at {decision.trigger_tokens:,} tokens (strategy 'server')"
+            trigger = decision.trigger_tokens
+            reason = f"the API compacts at {trigger:,} tokens (strategy {strategy.name!r})"
             return decision.model_copy(update={"compact": False, "reason": reason})
         return decision
 
@@ -269,7 +303,7 @@ class CompactionCore:
                 decision=decision, skipped="nothing new since the last compaction"
             )
         prepared = None
-        if self.settings.strategy in ("auto", "summarize"):
+        if self.strategy.prepares:
             key = self.prepare_key()
             prepared = self.preparation.usable(session_id, msgs, key, instructions)
         built = yield from self._compact_steps(
@@ -298,266 +332,149 @@ class CompactionCore:
         prepared: PreparedSummary | None = None,
     ) -> Steps[tuple[list[Message], CompactionSummary] | str]:
         """The compacted history and its summary, or why there is none."""
-        settings = self.settings
-        trigger = decision.trigger_tokens
-        tokens_before = decision.usage.tokens
-        # Automatic compaction aims at a share of the trigger; one asked for below it (/compact),
-        # at a share of what there is.
-        target = int(min(trigger, tokens_before) * settings.target_ratio)
-        margin = max(1, int(self.context_window * 0.05))
-        split = choose_tail_start(
-            msgs,
-            tail_tokens=min(int(self.context_window * settings.tail_fraction), target // 2),
-            count=lambda message: self.calibrate(self.count(message), 1),
-            max_messages=settings.window_messages
-            if settings.strategy == "sliding_window"
-            else None,
-        )
-        if split is None:
+        strategy = self.strategy.runs_as()
+        budget = Budget.of(decision, self.settings, self.context_window)
+        cuts = cut_points(self, msgs, budget, strategy)
+        if cuts is None:
             return "nothing to compact: no safe cut point"
         hooks = yield from perform(RunHooks(tuple(self.hooks)))
-        warnings = list(hooks.warnings)
-        # Asked for under "server" (/compact, an emergency): the API cannot be made to compact
-        # now, so it runs here as "auto".
-        strategy: str = "auto" if settings.strategy == "server" else settings.strategy
-        request_chars = CHARS_PER_TOKEN * (
-            settings.request_max_tokens or max(2_000, int(self.context_window * 0.05))
+        job = Job(
+            self,
+            msgs,
+            decision,
+            budget=budget,
+            split=cuts[0],
+            smallest=cuts[1],
+            state=hooks.state,
+            system=system,
+            tools=tools,
+            instructions=instructions,
         )
-        smallest = choose_tail_start(msgs, tail_tokens=0, count=self.count)
-        assert smallest is not None  # a cut exists, so the last cut does
-        compacted: list[Message] | None = None
-        measured = _Measured(tokens_before, False)
-        text = ""
-        fallback: str | None = None
-        notes: list[str] = []
+        job.warnings.extend(hooks.warnings)
+        built: Built | str | None = None
         if prepared is not None:
-            # At most half the room the trigger leaves besides the system prompt and tools.
-            fixed = self.calibrate(self.fixed_tokens(system, tools))
-            half = fixed + max(0, trigger - fixed) // 2
-            cut = prepared_cut(msgs, len(prepared.covered))
-            size = 0
-            for tighten in (False, True):  # at most half the trigger, or it was too far behind
-                if cut is None:
-                    break
-                compacted, measured = yield from self._assembled(
-                    msgs, cut, prepared.text, hooks.state, request_chars, tighten, system, tools
-                )
-                size = measured.tokens
-                if measured.tokens <= half:
-                    strategy, text = "summarize", prepared.text
-                    notes.append("the summary was prepared in the background: no model call now")
-                    break
-                compacted = None
-            if compacted is None:
-                self.preparation.fallbacks += 1
-                self.preparation.discard("it covered too little of the conversation")
-                after = f" (it would have left {size:,} tokens, over {half:,})" if size else ""
-                warnings.append(
-                    "the summary prepared in the background covered too little of the "
-                    f"conversation{after}: it was summarized now instead"
-                )
-                prepared = None
+            built = yield from self._prepared_steps(job, prepared)
+        if built is None:
+            built = yield from strategy.build(job)
+        if isinstance(built, str):
+            self._breaker_until = max(budget.trigger, budget.before) + budget.margin
+            return built
+        refused = self._judge(job, built.measured)
+        if refused is not None:
+            return refused
+        self._estimates.clear()
+        self._converted.clear()
+        compacted = built.messages
+        if built.measured.by_api:  # the API's figure anchors the measurement of what follows
+            compacted[-1] = replace(compacted[-1], counted=built.measured.tokens)
+        created_at = yield from perform(ReadClock())
+        return compacted, self._record(job, built, created_at)
 
-        if compacted is None and strategy in ("auto", "prune"):
-            pruned_to, so_far = 0, list(msgs)
-            for keep_from in dict.fromkeys((split.tail_start, smallest.tail_start)):
-                # The smallest tail prunes further than the planned one: only the difference.
-                so_far = prune_tool_outputs(so_far, keep_from=keep_from, start=pruned_to)
-                pruned_to = keep_from
-                # Pruning that replaced nothing is no compaction, whatever the figures say.
-                if all(p.content is m.content for p, m in zip(so_far, msgs, strict=True)):
-                    continue
-                pruned = with_state(so_far, hooks.state)
-                # auto settles for pruning only if it reaches the target: a cheap estimate
-                # first, so a pruning far from it is never counted.
-                local = self._local(pruned, system, tools)
-                if strategy == "auto" and self.calibrate(local, len(pruned)) > target * 1.2:
-                    break
-                measured = yield from self._measure_result(pruned, system, tools, local)
-                if strategy == "prune" or measured.tokens <= target:
-                    compacted, strategy, text = pruned, "prune", "old tool outputs were pruned"
-                if measured.tokens <= target:
-                    break
-            if compacted is None and strategy == "prune":
-                self._breaker_until = max(trigger, tokens_before) + margin
-                return "nothing to prune: no old tool output, input or image is large enough"
-
-        spent: list[Usage] = []
-        continued = prepared is not None
-        if compacted is None:
-            # One summary of the whole history, then the verbatim tail chosen within the
-            # budget: tightening drops tail (the planned tail; then old content in it pruned
-            # and the carried request capped; then the smallest tail), never asks again.
-            if strategy != "sliding_window":
-                text, strategy, fallback, continued = yield from whole_summary_steps(
-                    msgs,
-                    decision.usage.tokens,
-                    settings=settings,
-                    model_name=self.model_name,
-                    window=self.context_window,
-                    summarizer=self.summarizer,
-                    system=system,
-                    tools=tools,
-                    instructions=instructions,
-                    spent=spent,
-                    count_text=self.counter_text,
-                )
-            levels = dict.fromkeys(((split, False), (split, True), (smallest, True)))
-            for cut, tighten in levels:
-                if strategy == "sliding_window":
-                    text = window_note(msgs, cut)
-                elif strategy == "digest":  # no model call: a digest of just what is replaced
-                    head = msgs[: cut.tail_start]
-                    text = digest(head, reason=fallback or "", previous=previous_text(msgs))
-                compacted, measured = yield from self._assembled(
-                    msgs,
-                    cut,
-                    text,
-                    hooks.state,
-                    request_chars if tighten else None,
-                    tighten,
-                    system,
-                    tools,
-                )
-                if measured.tokens <= target:
-                    break
-            refused = measured.tokens >= trigger or measured.tokens > tokens_before * (
-                1 - settings.min_savings
-            )
-            if strategy == "summarize" and refused:
-                # Only a summary too long for the compaction to help is asked for again, shorter.
-                summary_tokens = self.counter_text(text)
-                if summary_tokens > target // 2:
-                    try:
-                        text = yield from condense_steps(
-                            text,
-                            model_name=self.settings.summary_model or self.model_name,
-                            target_tokens=max(256, target // 3),
-                            max_tokens=max(256, min(settings.summary_max_tokens, target // 2)),
-                            model=self.summarizer,
-                            spent=spent,
-                        )
-                    except Exception as error:  # the longer summary stands
-                        warnings.append(f"the summary could not be condensed ({error})")
-                    else:
-                        notes.append(
-                            f"the summary was too long (about {summary_tokens:,} tokens): it "
-                            "was condensed in a second summarizer call"
-                        )
-                        compacted, measured = yield from self._assembled(
-                            msgs, smallest, text, hooks.state, request_chars, True, system, tools
-                        )
-        assert compacted is not None
-
-        tokens_after = measured.tokens
+    def _judge(self, job: Job, measured: Measured) -> str | None:
+        """Why the result is not committed, if it is not; sets the circuit breaker (and warns
+        when a committed result saved too little)."""
+        budget = job.budget
+        trigger, before, after, margin = (
+            budget.trigger,
+            budget.before,
+            measured.tokens,
+            budget.margin,
+        )
         unit = "tokens" if measured.by_api else "tokens (estimated)"
-        if tokens_after >= tokens_before:
-            self._breaker_until = max(trigger, tokens_before) + margin
+        if after >= before:
+            self._breaker_until = max(trigger, before) + margin
             return (
-                f"compaction would not reduce the context ({tokens_before:,} → {tokens_after:,} "
+                f"compaction would not reduce the context ({before:,} → {after:,} "
                 f"{unit}); kept the conversation as it is"
             )
-        if tokens_before >= trigger and tokens_after >= trigger:
-            self._breaker_until = max(trigger, tokens_before) + margin
+        if before >= trigger and after >= trigger:
+            self._breaker_until = max(trigger, before) + margin
             return (
-                f"compaction could not bring the context under the trigger ({tokens_before:,} → "
-                f"{tokens_after:,} {unit}, trigger {trigger:,}); kept the conversation as it is "
+                f"compaction could not bring the context under the trigger ({before:,} → "
+                f"{after:,} {unit}, trigger {trigger:,}); kept the conversation as it is "
                 "— start a new session or /compact with instructions to keep less"
             )
-        if tokens_after > tokens_before * (1 - settings.min_savings) or tokens_after >= trigger:
-            self._breaker_until = max(trigger, tokens_after) + margin
-            warnings.append(
-                f"compaction saved only {tokens_before - tokens_after:,} tokens; automatic "
+        if budget.refused(after):
+            self._breaker_until = max(trigger, after) + margin
+            job.warnings.append(
+                f"compaction saved only {before - after:,} tokens; automatic "
                 f"compaction pauses until the context passes {self._breaker_until:,} tokens"
             )
         else:
             self._breaker_until = None
-        self._estimates.clear()
-        self._converted.clear()
-        if measured.by_api:  # the API's figure anchors the measurement of what follows
-            compacted[-1] = replace(compacted[-1], counted=tokens_after)
-        created_at = yield from perform(ReadClock())
+        return None
+
+    def _record(self, job: Job, built: Built, created_at: datetime) -> CompactionSummary:
+        """What the compaction did, with what its summary requests used (those prepared ahead,
+        when the summary was; anything prepared and not used is thrown away, counted)."""
+        settings, spent, decision = self.settings, job.spent, job.decision
         calls, usage = len(spent), sum(spent, Usage())
-        if prepared is not None:
+        if built.prepared:
             usage, calls = self.preparation.take()
-        else:  # anything prepared and not used is thrown away (counted)
+        else:
             self.preparation.discard("the compaction did not use it")
         discarded_usage, discarded_calls = self.preparation.take_discarded()
-        summary = CompactionSummary(
-            original_message_count=len(msgs),
-            compacted_message_count=len(compacted),
-            tokens_before=tokens_before,
-            tokens_after=tokens_after,
+        return CompactionSummary(
+            original_message_count=len(job.msgs),
+            compacted_message_count=len(built.messages),
+            tokens_before=job.budget.before,
+            tokens_after=built.measured.tokens,
             tokens_before_source=decision.usage.source,
-            tokens_after_source="api" if measured.by_api else "estimate",
-            summary=text,
-            strategy=strategy,
+            tokens_after_source="api" if built.measured.by_api else "estimate",
+            summary=built.text,
+            strategy=built.label,
             model=self.model_name,
             created_at=created_at,
-            instructions=instructions,
-            fallback_reason=fallback,
-            warnings=warnings,
-            notes=notes,
+            instructions=job.instructions,
+            fallback_reason=built.fallback,
+            warnings=job.warnings,
+            notes=job.notes,
             reason=decision.reason,
             summary_calls=calls,
             summary_usage=usage,
             summary_model=settings.summary_model
             if spent and settings.summary_model not in (None, self.model_name)
             else None,
-            summary_continued=continued,
-            prepared=prepared is not None,
+            summary_continued=built.continued,
+            prepared=built.prepared,
             discarded_calls=discarded_calls,
             discarded_usage=discarded_usage,
         )
-        return compacted, summary
 
-    def _local(self, msgs: Sequence[Message], system: str, tools: Sequence[dict[str, Any]]) -> int:
-        """The local estimate of a whole candidate request (no API figure in it)."""
-        return self.fixed_tokens(system, tools) + sum(self.count(m) for m in msgs)
-
-    def _measure_result(
-        self, msgs: Sequence[Message], system: str, tools: Sequence[dict[str, Any]], local: int
-    ) -> Steps[_Measured]:
-        """A candidate's size as the API counts it, or the calibrated estimate of ``local``
-        when the model cannot count. Every count also teaches the calibration."""
-        request = ModelRequest(
-            model=self.model_name,
-            messages=tuple(msgs),
-            system=system,
-            tools=tuple(tools),
-            max_tokens=self.max_output_tokens,
-            metadata={"purpose": "count"},
+    def _prepared_steps(self, job: Job, prepared: PreparedSummary) -> Steps[Built | None]:
+        """The compaction with the summary prepared ahead, if it leaves at most half the room
+        the trigger leaves besides the system prompt and tools; else None (it was too far
+        behind: thrown away, counted, and the caller summarizes now)."""
+        fixed = self.calibrate(self.fixed_tokens(job.system, job.tools))
+        half = fixed + max(0, job.budget.trigger - fixed) // 2
+        cut = prepared_cut(job.msgs, len(prepared.covered))
+        size = 0
+        for tighten in (False, True):
+            if cut is None:
+                break
+            compacted, measured = yield from job.assembled(
+                cut, prepared.text, request_chars=job.budget.request_chars, tighten=tighten
+            )
+            size = measured.tokens
+            if measured.tokens <= half:
+                job.notes.append("the summary was prepared in the background: no model call now")
+                return Built(
+                    compacted,
+                    measured,
+                    "summarize",
+                    prepared.text,
+                    cut,
+                    continued=True,
+                    prepared=True,
+                )
+        self.preparation.fallbacks += 1
+        self.preparation.discard("it covered too little of the conversation")
+        after = f" (it would have left {size:,} tokens, over {half:,})" if size else ""
+        job.warnings.append(
+            "the summary prepared in the background covered too little of the "
+            f"conversation{after}: it was summarized now instead"
         )
-        counted = yield from perform(CountTokens(request))
-        if counted is None:
-            return _Measured(self.calibrate(local, len(msgs)), False)
-        self.record_usage(counted, local, len(msgs))
-        return _Measured(counted, True)
-
-    def _assembled(
-        self,
-        msgs: Sequence[Message],
-        cut: Split,
-        text: str,
-        state: str,
-        request_chars: int | None,
-        tighten: bool,
-        system: str,
-        tools: Sequence[dict[str, Any]],
-    ) -> Steps[tuple[list[Message], _Measured]]:
-        """Prefix (``text``) + the verbatim tail from ``cut``, validated and measured."""
-        compacted = assemble(
-            msgs,
-            cut,
-            text=text,
-            state=state,
-            request_max_chars=request_chars,
-            prune_tail=tighten,
-        )
-        validate_messages(compacted, allow_pending_tool_use=False)
-        local = self._local(compacted, system, tools)
-        measured = yield from self._measure_result(compacted, system, tools, local)
-        return compacted, measured
+        return None
 
     def counter_text(self, text: str) -> int:
         """A fast, deliberately high estimate for sizing summarizer chunks (3 chars a token,

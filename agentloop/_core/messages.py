@@ -10,12 +10,29 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal, Protocol, TypeAlias, TypedDict
+from typing import Any, Literal, Protocol, TypeAlias, TypedDict, cast
 
+from agentloop._core.blocks import (
+    COMPACTION as COMPACTION,  # the kind and stop reason of a server compaction, re-exported
+)
+from agentloop._core.blocks import (
+    REQUIRED_KEYS,
+    ToolResultBlock,
+    ToolUseBlock,
+    is_blank_text,
+    is_compaction,
+    is_text,
+    is_tool_result,
+    is_tool_use,
+    kind_of,
+    text_block,
+)
 from agentloop._errors import MessageValidationError
 
 Role: TypeAlias = Literal["user", "assistant"]
 ContentBlock: TypeAlias = dict[str, Any]
+"""A content block as it travels (the API's JSON object); :mod:`agentloop._core.blocks` types
+each kind and is the one place that tells the kinds apart."""
 
 
 # ``content`` is typed Any on purpose: a TypedDict's items are invariant, so only Any makes
@@ -187,36 +204,44 @@ class Message:
         return cls(role, _blocks(content), pinned=pinned, usage=reported)
 
     def to_param(self) -> MessageParam:
-        """The message as the Messages API takes it (no agentloop bookkeeping)."""
+        """The message as the Messages API takes it (no agentloop bookkeeping; a compaction
+        prefix comes as a :class:`PrefixParam`, a dict that still holds its structure)."""
         content = [dict(block) for block in self.content]
-        if self.role == "user":
-            return {"role": "user", "content": content}
-        return {"role": "assistant", "content": content}
+        if self.role == "assistant":
+            return {"role": "assistant", "content": content}
+        param: UserMessageParam = {"role": "user", "content": content}
+        return param if self.summary is None else PrefixParam.of(param, self.summary)
 
     def with_tokens(self, tokens: int) -> Message:
         return replace(self, tokens=tokens)
 
     @property
-    def is_summary(self) -> bool:
-        return self.summary is not None
-
-    @property
     def text(self) -> str:
         """The concatenated text blocks (tool blocks excluded)."""
-        return "\n".join(b.get("text", "") for b in self.content if b.get("type") == "text")
+        return "\n".join(b.get("text", "") for b in self.content if is_text(b))
+
+    @property
+    def tool_uses(self) -> list[ToolUseBlock]:
+        """The calls of the caller's tools in this message, in order."""
+        return [b for b in self.content if is_tool_use(b)]
+
+    @property
+    def tool_results(self) -> list[ToolResultBlock]:
+        """The tool results in this message, in order."""
+        return [b for b in self.content if is_tool_result(b)]
 
     @property
     def tool_use_ids(self) -> list[str]:
-        return [str(b["id"]) for b in self.content if b.get("type") == "tool_use"]
+        return [str(b["id"]) for b in self.tool_uses]
 
     @property
     def tool_result_ids(self) -> list[str]:
-        return [str(b["tool_use_id"]) for b in self.content if b.get("type") == "tool_result"]
+        return [str(b["tool_use_id"]) for b in self.tool_results]
 
     @property
     def is_tool_result(self) -> bool:
         """A user message that answers tool calls (it may carry typed text beside them)."""
-        return self.role == "user" and any(b.get("type") == "tool_result" for b in self.content)
+        return self.role == "user" and any(is_tool_result(b) for b in self.content)
 
     @property
     def request_blocks(self) -> tuple[ContentBlock, ...]:
@@ -227,19 +252,17 @@ class Message:
         """
         if self.role != "user" or self.summary is not None:
             return ()
-        return tuple(b for b in self.content if b.get("type") != "tool_result")
+        return tuple(b for b in self.content if not is_tool_result(b))
 
     @property
     def is_request(self) -> bool:
         """A message in which a person said something (steering beside tool results too)."""
-        return any(
-            b.get("type") != "text" or str(b.get("text", "")).strip() for b in self.request_blocks
-        )
+        return any(not is_blank_text(b) for b in self.request_blocks)
 
 
 def _blocks(content: str | Iterable[ContentBlock] | Any) -> tuple[ContentBlock, ...]:
     if isinstance(content, str):
-        return ({"type": "text", "text": content},)
+        return (dict(text_block(content)),)
     if isinstance(content, Mapping) or not isinstance(content, Iterable):
         raise MessageValidationError(
             f"content must be a string or a list of blocks, not {type(content).__name__}"
@@ -254,22 +277,14 @@ def _blocks(content: str | Iterable[ContentBlock] | Any) -> tuple[ContentBlock, 
             raise MessageValidationError(
                 f"content block must be a mapping, not {type(block).__name__}"
             )
-        kind = data.get("type")
-        if not isinstance(kind, str):
+        kind = kind_of(data)
+        if kind is None:
             raise MessageValidationError(f"content block without a type: {_brief(data)}")
-        for key in _REQUIRED_KEYS.get(kind, ()):
+        for key in REQUIRED_KEYS.get(kind, ()):
             if key not in data:
                 raise MessageValidationError(f"{kind} block without {key!r}: {_brief(data)}")
         blocks.append(data)
     return tuple(blocks)
-
-
-_REQUIRED_KEYS: dict[str, tuple[str, ...]] = {
-    "text": ("text",),
-    "tool_use": ("id", "name"),
-    "tool_result": ("tool_use_id",),
-}
-"""Keys without which a block cannot be read at all (the rest is the API's to judge)."""
 
 
 # What the API takes back of each block type it answers with: the rest of an SDK object's fields
@@ -287,7 +302,7 @@ SDK_INPUT_FIELDS: dict[str, tuple[str, ...]] = {
 
 def sdk_block(data: dict[str, Any]) -> dict[str, Any]:
     """A block of the SDK's response (dumped) with only the fields the API takes back."""
-    fields = SDK_INPUT_FIELDS.get(str(data.get("type")))
+    fields = SDK_INPUT_FIELDS.get(str(kind_of(data)))
     if fields is None:
         return data  # a block type we do not know: passed on untouched
     kept = {key: data[key] for key in fields if key in data}
@@ -313,8 +328,8 @@ def merge_consecutive(messages: Sequence[Message]) -> list[Message]:
         last = out[-1]
         content = (*last.content, *message.content)
         if message.role == "user":
-            results = tuple(b for b in content if b.get("type") == "tool_result")
-            content = (*results, *(b for b in content if b.get("type") != "tool_result"))
+            # a stable sort: the tool results first, each group in its order
+            content = tuple(sorted(content, key=lambda b: not is_tool_result(b)))
         out[-1] = Message(
             message.role,
             content,
@@ -328,7 +343,33 @@ def merge_consecutive(messages: Sequence[Message]) -> list[Message]:
 def to_params(messages: Sequence[Message | Mapping[str, Any] | ResponseLike]) -> list[MessageParam]:
     """The list to send as ``messages=`` to the Messages API: from our messages, API dicts
     (their ``usage`` left out) or the SDK's responses (what the API takes back of them)."""
-    return [(m if isinstance(m, Message) else Message.from_param(m)).to_param() for m in messages]
+    return [_to_param(m) for m in messages]
+
+
+def _to_param(item: Message | Mapping[str, Any] | ResponseLike) -> MessageParam:
+    if isinstance(item, Message):
+        return item.to_param()
+    param = Message.from_param(item).to_param()
+    if isinstance(item, PrefixParam) and param["role"] == "user":
+        return PrefixParam.of(param, item.summary)
+    return param
+
+
+class PrefixParam(dict[str, Any]):
+    """A compaction prefix as the Messages API takes it: a plain ``{"role": "user", "content":
+    [...]}`` on the wire, which also holds what the prefix stands for (``summary``). A caller who
+    keeps the history as API dicts hands it back, and the structure comes back with it: nothing
+    is read from the prefix's text."""
+
+    __slots__ = ("summary",)
+    summary: SummaryInfo
+
+    @classmethod
+    def of(cls, param: UserMessageParam, summary: SummaryInfo) -> UserMessageParam:
+        carried = cls(param)
+        carried.summary = summary
+        # typed as the message param it is (a TypedDict is a dict at run time)
+        return cast(UserMessageParam, carried)
 
 
 def pending_tool_use_ids(messages: Sequence[Message]) -> list[str]:
@@ -338,17 +379,11 @@ def pending_tool_use_ids(messages: Sequence[Message]) -> list[str]:
     return []
 
 
-COMPACTION = "compaction"
-"""The block type (and the stop reason) of a compaction the API made on the server."""
-
-
 def compaction_block(content: Sequence[ContentBlock]) -> ContentBlock | None:
     """The last compaction block of a message's content (the API continues from it and ignores
-    everything before it)."""
-    for block in reversed(content):
-        if block.get("type") == COMPACTION:
-            return block
-    return None
+    everything before it), as the dict it travels as."""
+    found = [index for index, block in enumerate(content) if is_compaction(block)]
+    return content[found[-1]] if found else None
 
 
 def has_compaction(messages: Sequence[Message]) -> bool:
@@ -453,30 +488,25 @@ def _check_message(messages: Sequence[Message], index: int, seen_tool_use_ids: s
     if not message.content:
         raise MessageValidationError(f"{where}: content is empty")
     for block in message.content:
-        kind = block.get("type")
-        if kind == "text" and not str(block.get("text", "")).strip():
+        if is_blank_text(block):
             raise MessageValidationError(f"{where}: text block is empty")
-        if kind == "tool_use":
+        if is_tool_use(block):
             tool_id = str(block.get("id", ""))
             if not tool_id:
                 raise MessageValidationError(f"{where}: tool_use without an id")
             if tool_id in seen_tool_use_ids:
                 raise MessageValidationError(f"{where}: duplicate tool_use id {tool_id}")
             seen_tool_use_ids.add(tool_id)
-        if kind == "tool_result" and message.role != "user":
+            if message.role != "assistant":
+                raise MessageValidationError(f"{where}: tool_use outside an assistant message")
+        if is_tool_result(block) and message.role != "user":
             raise MessageValidationError(f"{where}: tool_result outside a user message")
-        if kind == "tool_use" and message.role != "assistant":
-            raise MessageValidationError(f"{where}: tool_use outside an assistant message")
-        if kind == "compaction" and message.role != "assistant":
+        if is_compaction(block) and message.role != "assistant":
             raise MessageValidationError(f"{where}: compaction block outside an assistant message")
-        if kind == "compaction" and block.get("content") == "":
+        if is_compaction(block) and block.get("content") == "":
             raise MessageValidationError(f"{where}: compaction block with empty content")
-    kinds = [block.get("type") for block in message.content]
-    if (
-        "tool_result" in kinds
-        and kinds.index("tool_result") > 0
-        and any(kind != "tool_result" for kind in kinds[: kinds.index("tool_result")])
-    ):
+    results = [is_tool_result(block) for block in message.content]
+    if any(results) and not results[0]:
         raise MessageValidationError(f"{where}: tool_result blocks must come first")
     asked = set(messages[index - 1].tool_use_ids) if index else set()
     answered = message.tool_result_ids

@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from agentloop._core.blocks import ToolUseBlock, is_text, is_tool_use
 from agentloop._core.messages import ContentBlock, Message, Usage
 from agentloop._core.validation import DEFAULT_MAX_TOKENS
 from agentloop._errors import ModelError
@@ -76,11 +77,11 @@ class ModelResponse:
 
     @property
     def text(self) -> str:
-        return "\n".join(b.get("text", "") for b in self.content if b.get("type") == "text")
+        return "\n".join(b.get("text", "") for b in self.content if is_text(b))
 
     @property
-    def tool_uses(self) -> list[ContentBlock]:
-        return [b for b in self.content if b.get("type") == "tool_use"]
+    def tool_uses(self) -> list[ToolUseBlock]:
+        return [b for b in self.content if is_tool_use(b)]
 
     def to_message(self) -> Message:
         return Message("assistant", self.content, usage=self.usage)

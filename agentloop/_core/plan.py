@@ -1,26 +1,34 @@
 """The compaction preview: what a compaction would do, with no model call and no write.
 
-It follows the same cut, strategy choice and estimates as the compaction itself; the summary's
-size is taken at its upper bound (``summary_max_tokens``), so the figure after is an estimate
-on the safe side.
+It runs the compaction's own strategy under the same :class:`~agentloop._core.strategy.Budget`
+through a :class:`~agentloop._core.strategy.PreviewJob`: candidates are measured by the local
+estimate, scaled by what the API's last figure says of it, and the summary, not written yet, is
+taken at both ends of its possible size. A preview that needs a summary therefore gives a
+range (``expected_tokens_low`` to ``expected_tokens_after``); one that needs none (pruning, a
+sliding window, a digest) gives one estimate.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import Any
 
+from agentloop._core.context import CompactionDecision
 from agentloop._core.effects import RunHooks, Steps, perform
 from agentloop._core.messages import Message
 from agentloop._core.results import CompactionPlan
-from agentloop._core.strategies import carried_items, choose_tail_start, prune_tool_outputs
+from agentloop._core.strategies import carried_items
+from agentloop._core.strategy import Budget, Built, Meter, PreviewJob, cut_points
 
-if TYPE_CHECKING:
-    from agentloop._core.compaction_core import CompactionCore
+ESTIMATE_ERROR = 0.15
+"""How far a local estimate may be from the API's count, for the preview's range."""
+NOTHING = "none"
+"""The plan's strategy when nothing would be compacted."""
 
 
 def plan_steps(
-    core: CompactionCore,
+    meter: Meter,
     msgs: Sequence[Message],
     *,
     system: str,
@@ -28,68 +36,135 @@ def plan_steps(
     force: bool,
 ) -> Steps[CompactionPlan]:
     """The preview; it only runs the preserved-state hooks (to show their state)."""
-    decision = core.should_compact(msgs, system=system, tools=tools, force=force)
+    decision = meter.should_compact(msgs, system=system, tools=tools, force=force)
     if not decision.compact:
-        return CompactionPlan(decision=decision, strategy="none", note=decision.reason)
-    settings = core.settings
-    target = int(min(decision.trigger_tokens, decision.usage.tokens) * settings.target_ratio)
+        return CompactionPlan(decision=decision, strategy=NOTHING, note=decision.reason)
+    strategy = meter.strategy.runs_as()
+    budget = Budget.of(decision, meter.settings, meter.context_window)
+    cuts = cut_points(meter, msgs, budget, strategy)
+    if cuts is None:
+        note = "nothing to compact: no safe cut point"
+        return CompactionPlan(decision=decision, strategy=NOTHING, note=note)
+    hooks = yield from perform(RunHooks(tuple(meter.hooks)))
+    scale = _scale(meter, msgs, decision, system, tools)
+
+    def job(allowance: int, target: float) -> PreviewJob:
+        return PreviewJob(
+            meter,
+            msgs,
+            decision,
+            budget=replace(budget, target=int(budget.target * target)),
+            split=cuts[0],
+            smallest=cuts[1],
+            state=hooks.state,
+            system=system,
+            tools=tools,
+            allowance=allowance,
+            scale=scale,
+        )
+
+    central = job(0, 1.0)
+    planned = yield from strategy.build(central)
+    if isinstance(planned, str):
+        return CompactionPlan(decision=decision, strategy=NOTHING, note=planned)
+    # Where an estimate decides (is the target reached?), the API's count may decide the other
+    # way: the strategy also runs as if the estimates were ESTIMATE_ERROR lower and higher,
+    # the higher with the longest summary, when there is one to write.
+    cap = summary_cap(meter) if central.asked_summary else 0
+    ends = [job(0, 1 + ESTIMATE_ERROR), job(cap, 1 - ESTIMATE_ERROR)]
+    figures = [planned.measured.tokens]
+    for end in ends:
+        built = yield from strategy.build(end)
+        if not isinstance(built, str):
+            figures.append(built.measured.tokens)
+            if built.label != planned.label:
+                end.warnings.append(
+                    f"the estimate is close to the target: the compaction may run as "
+                    f"{built.label!r} instead (~{built.measured.tokens:,} tokens)"
+                )
+            if built.cut is not None and planned.cut is not None and built.cut != planned.cut:
+                kept = len(msgs) - max(built.cut.tail_start, planned.cut.tail_start)
+                end.warnings.append(
+                    f"the verbatim tail may be shorter (down to the last {kept} messages) "
+                    "if the result is larger than estimated"
+                )
 
     def tokens(part: Sequence[Message]) -> int:
-        return core.calibrate(sum(core.count(m) for m in part), len(part))
+        return round(meter.calibrate(sum(meter.count(m) for m in part), len(part)) * scale)
 
-    window = settings.window_messages if settings.strategy == "sliding_window" else None
-    split = choose_tail_start(
-        msgs,
-        tail_tokens=min(int(core.context_window * settings.tail_fraction), target // 2),
-        count=lambda message: core.calibrate(core.count(message), 1),
-        max_messages=window,
-    )
-    if split is None:
-        return CompactionPlan(
-            decision=decision, strategy="none", note="nothing to compact: no safe cut point"
+    fields: dict[str, Any] = {}
+    if planned.cut is not None:
+        head, tail = planned.cut.head(msgs), planned.cut.tail(msgs)
+        pinned, request = carried_items(msgs, planned.cut)
+        fields.update(
+            summarized_messages=len(head),
+            summarized_tokens=tokens(head),
+            verbatim_messages=len(tail),
+            verbatim_tokens=tokens(tail),
+            pinned_messages=len(pinned),
+            request_carried=request is not None,
         )
-    hooks = yield from perform(RunHooks(tuple(core.hooks)))
-    fixed = core.calibrate(core.fixed_tokens(system, tools), 0)
-    head, tail = split.head(msgs), split.tail(msgs)
-    pinned, request = carried_items(msgs, split)
-    base = CompactionPlan(
+    else:
+        fields.update(_pruned_fields(planned, msgs, tokens, has_state=bool(hooks.state.strip())))
+    warnings = [*hooks.warnings, *central.warnings, *(w for end in ends for w in end.warnings)]
+    if min(figures) >= decision.usage.tokens:
+        warnings.append("it would not reduce the context: the compaction would not be committed")
+    return CompactionPlan(
         decision=decision,
-        strategy="summarize",
-        verbatim_messages=len(tail),
-        verbatim_tokens=tokens(tail),
-        pinned_messages=len(pinned),
-        request_carried=request is not None,
+        strategy=planned.label,
         preserved_state=hooks.state,
-        warnings=list(hooks.warnings),
+        preserved_sections=list(hooks.sections),
+        warnings=list(dict.fromkeys(warnings)),
+        expected_tokens_low=min(figures),
+        expected_tokens_after=max(figures),
+        summary_allowance=cap,
+        **fields,
     )
-    if settings.strategy in ("auto", "prune", "server"):  # a /compact under "server" is "auto"
-        pruned = prune_tool_outputs(msgs, keep_from=split.tail_start)
-        pairs = list(zip(pruned, msgs, strict=True))
-        changed = [(p, m) for p, m in pairs if p.content is not m.content]
-        after = fixed + tokens(pruned)
-        if changed and (settings.strategy == "prune" or after <= target):
-            kept = [m for p, m in pairs if p.content is m.content]
-            return base.model_copy(
-                update={
-                    "strategy": "prune",
-                    "pruned_messages": len(changed),
-                    "pruned_tokens": tokens([m for _, m in changed])
-                    - tokens([p for p, _ in changed]),
-                    "verbatim_messages": len(kept),
-                    "verbatim_tokens": tokens(kept),
-                    "expected_tokens_after": after,
-                }
-            )
-    strategy: str = "sliding_window" if settings.strategy == "sliding_window" else "summarize"
-    if strategy == "summarize" and core.summarizer is None:
-        strategy = "digest"
-    prefix = settings.summary_max_tokens if strategy != "sliding_window" else 50
-    carried = tokens([*pinned, *([request] if request is not None else [])])
-    return base.model_copy(
-        update={
-            "strategy": strategy,
-            "summarized_messages": len(head),
-            "summarized_tokens": tokens(head),
-            "expected_tokens_after": fixed + prefix + carried + base.verbatim_tokens,
-        }
-    )
+
+
+def summary_cap(meter: Meter) -> int:
+    """The most a summary may take (the summarizer's ``max_tokens``)."""
+    settings = meter.settings
+    window = settings.summarizer_window or meter.context_window
+    return max(256, min(settings.summary_max_tokens, window // 4))
+
+
+def _scale(
+    meter: Meter,
+    msgs: Sequence[Message],
+    decision: CompactionDecision,
+    system: str,
+    tools: Sequence[dict[str, Any]],
+) -> float:
+    """What the API's figure for the history says of the local estimate of it (1 without one):
+    the compaction's result is counted by the API, the preview's only estimated."""
+    if decision.usage.source == "estimate":
+        return 1.0
+    local = meter.fixed_tokens(system, tools) + sum(meter.count(m) for m in msgs)
+    estimate = meter.calibrate(local, len(msgs))
+    return decision.usage.tokens / estimate if estimate > 0 else 1.0
+
+
+def _pruned_fields(
+    built: Built,
+    msgs: Sequence[Message],
+    tokens: Callable[[Sequence[Message]], int],
+    *,
+    has_state: bool,
+) -> dict[str, Any]:
+    pairs = list(zip(built.messages, msgs, strict=True))
+    # The first message also takes the preserved state: not a pruning.
+    changed = {
+        index
+        for index, (p, m) in enumerate(pairs)
+        if p.content is not m.content and not (index == 0 and has_state)
+    }
+    old = [m for index, (_, m) in enumerate(pairs) if index in changed]
+    new = [p for index, (p, _) in enumerate(pairs) if index in changed]
+    kept = [m for index, (_, m) in enumerate(pairs) if index not in changed]
+    return {
+        "pruned_messages": len(changed),
+        "pruned_tokens": tokens(old) - tokens(new),
+        "verbatim_messages": len(kept),
+        "verbatim_tokens": tokens(kept),
+    }

@@ -1,9 +1,13 @@
 """The compaction prefix: the user message that opens a compacted conversation.
 
 It carries the summary (or a note), the preserved state, the pinned messages and the user's
-latest request. :func:`build_prefix` writes it; :func:`parse_prefix` reads one back from plain
-API dicts, so a caller who keeps history as dicts (``compacted_params``) gets the same
-behaviour on the next compaction: one prefix, updated, never nested.
+latest request. The prefix is kept as structure: :func:`build_prefix` makes a :class:`Message`
+whose ``summary`` (a :class:`SummaryInfo`) holds what it stands for, and whose blocks
+:func:`render_prefix` writes from that structure, for the API only. The store keeps the
+structure in the message's metadata; a caller who keeps history as API dicts gets the prefix as
+a :class:`PrefixParam`, a dict that holds it too. So the next compaction updates the prefix (one,
+never nested) without reading its text; only a history saved as plain JSON is read back from
+the text (:func:`_read_rendered_prefix`).
 """
 
 from __future__ import annotations
@@ -13,8 +17,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from agentloop._core.blocks import Block, BlockRenderer, to_json, tool_result_text
-from agentloop._core.messages import ContentBlock, Message, SummaryInfo, Usage
+from agentloop._core.blocks import (
+    Block,
+    BlockRenderer,
+    is_text,
+    text_block,
+    to_json,
+    tool_result_text,
+)
+from agentloop._core.messages import ContentBlock, Message, PrefixParam, SummaryInfo, Usage
 from agentloop._core.shorten import cut_middle
 
 SUMMARY_INTRO = (
@@ -82,7 +93,7 @@ def carried_blocks(message: Message) -> list[ContentBlock]:
 
 def state_block(state: str) -> ContentBlock:
     """The text block that carries the preserved state in a compacted context."""
-    return {"type": "text", "text": f"{STATE_OPEN}\n{state.strip()}\n{STATE_CLOSE}"}
+    return dict(text_block(f"{STATE_OPEN}\n{state.strip()}\n{STATE_CLOSE}"))
 
 
 def cap_request(request: Message, max_chars: int | None) -> Message:
@@ -90,13 +101,13 @@ def cap_request(request: Message, max_chars: int | None) -> Message:
     summarizer sees the whole of it, and the parent session keeps it."""
     if max_chars is None:
         return request
-    texts = [len(str(b.get("text", ""))) for b in request.content if b.get("type") == "text"]
+    texts = [len(str(b.get("text", ""))) for b in request.content if is_text(b)]
     total = sum(texts)
     if total <= max_chars:
         return request
     blocks: list[ContentBlock] = []
     for block in request.content:
-        if block.get("type") == "text":
+        if is_text(block):
             text = str(block.get("text", ""))
             share = max(200, max_chars * len(text) // total)
             block = {**block, "text": cut_middle(text, share, REQUEST_CUT)}
@@ -112,42 +123,56 @@ def build_prefix(
     state: str,
     replaced_count: int,
 ) -> Message:
-    """The user message that opens a compacted conversation."""
-    blocks: list[ContentBlock] = [
-        {
-            "type": "text",
-            "text": SUMMARY_INTRO.format(count=replaced_count)
-            + f"\n\n<summary>\n{text.strip() or '(empty)'}\n</summary>",
-        }
-    ]
-    if state.strip():
-        blocks.append(state_block(state))
-    if pinned:
-        blocks.append({"type": "text", "text": PINNED_HEADING})
-        for message in pinned:
-            blocks.append({"type": "text", "text": f"[pinned {message.role} message]"})
-            blocks.extend(carried_blocks(message))
-    if request is not None:
-        blocks.append({"type": "text", "text": REQUEST_HEADING})
-        blocks.extend(carried_blocks(request))
+    """The user message that opens a compacted conversation: the structure, and its blocks."""
     info = SummaryInfo(
         text=text, pinned=tuple(pinned), request=request, replaced_count=replaced_count
     )
-    return Message("user", tuple(blocks), summary=info)
+    return Message("user", render_prefix(info, state), summary=info)
 
 
-def parse_prefix(message: Message) -> SummaryInfo | None:
-    """What a prefix written by :func:`build_prefix` stands for; None for any other message."""
+def render_prefix(info: SummaryInfo, state: str = "") -> tuple[ContentBlock, ...]:
+    """The blocks the API reads for a prefix: ``info`` (and the preserved state) as text."""
+    intro = SUMMARY_INTRO.format(count=info.replaced_count)
+    summary = f"\n\n<summary>\n{info.text.strip() or '(empty)'}\n</summary>"
+    blocks: list[ContentBlock] = [dict(text_block(intro + summary))]
+    if state.strip():
+        blocks.append(state_block(state))
+    if info.pinned:
+        blocks.append(dict(text_block(PINNED_HEADING)))
+        for message in info.pinned:
+            blocks.append(dict(text_block(f"[pinned {message.role} message]")))
+            blocks.extend(carried_blocks(message))
+    if info.request is not None:
+        blocks.append(dict(text_block(REQUEST_HEADING)))
+        blocks.extend(carried_blocks(info.request))
+    return tuple(blocks)
+
+
+def _summary_of(param: Mapping[str, Any], message: Message) -> SummaryInfo | None:
+    """What the first message of a dict history stands for, if it is a compaction prefix."""
+    if isinstance(param, PrefixParam):
+        return param.summary
+    return _read_rendered_prefix(message)
+
+
+def _read_rendered_prefix(message: Message) -> SummaryInfo | None:
+    """What a prefix's text says it stands for; None for any other message.
+
+    Kept only for histories stored as plain JSON, which lost the structure: the API takes no
+    field beside its own, so a caller's ``compacted_params`` saved to a file and read back (or
+    written by an older agentloop) hold the prefix as text alone. Our messages, the store
+    (message metadata) and the :class:`PrefixParam` dicts we hand out keep the structure.
+    """
     if message.role != "user" or not message.content:
         return None
     first = message.content[0]
-    match = _INTRO.match(str(first.get("text", ""))) if first.get("type") == "text" else None
+    match = _INTRO.match(str(first.get("text", ""))) if is_text(first) else None
     if match is None:
         return None
     pinned: list[tuple[str, list[ContentBlock]]] = []
     request_blocks: list[ContentBlock] | None = None
     for block in message.content[1:]:
-        text = str(block.get("text", "")) if block.get("type") == "text" else None
+        text = str(block.get("text", "")) if is_text(block) else None
         mark = _PINNED_MARK.match(text) if text is not None else None
         if request_blocks is not None:
             request_blocks.append(dict(block))
@@ -187,7 +212,7 @@ def as_message(param: Mapping[str, Any], *, first: bool = False) -> Message:
     usage = _usage_of(param.get("usage"))
     if usage is not None and message.role == "assistant":
         message = replace(message, usage=usage)
-    if first and (info := parse_prefix(message)) is not None:
+    if first and (info := _summary_of(param, message)) is not None:
         message = replace(message, summary=info)
     return message
 

@@ -180,7 +180,6 @@ def next_job(
     if (
         settings.prepare_at is None
         or not settings.enabled
-        or settings.strategy not in ("auto", "summarize")
         or settings.summary_model not in (None, model_name)
         or not msgs
         or msgs[-1].role != "user"

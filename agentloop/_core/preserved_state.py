@@ -25,3 +25,5 @@ class HookOutput:
 
     state: str = ""
     warnings: tuple[str, ...] = ()
+    sections: tuple[str, ...] = ()
+    """The names of the hooks that gave state."""

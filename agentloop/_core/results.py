@@ -116,8 +116,15 @@ class CompactionPlan(BaseModel):
     request_carried: bool = False
     """Whether the latest request would be carried in the prefix (it is in the replaced part)."""
     preserved_state: str = ""
+    preserved_sections: list[str] = []
+    """The preserved-state hooks that gave something (by name)."""
     warnings: list[str] = []
     expected_tokens_after: int = 0
-    """About what the next request would hold (the summary's size is its upper bound)."""
+    """About what the next request would hold; with a summary, its size at the longest."""
+    expected_tokens_low: int = 0
+    """The same with the shortest summary: with one to write the preview is a range (this to
+    ``expected_tokens_after``), without one a single estimate (both equal)."""
+    summary_allowance: int = 0
+    """The most the summary may take (0: no summary would be written)."""
     note: str = ""
     """Why nothing would be compacted, when nothing would."""

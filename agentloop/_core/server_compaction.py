@@ -28,9 +28,8 @@ estimate when the model cannot count).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
 from agentloop._core.context import CompactionDecision, ContextUsage
 from agentloop._core.effects import CountTokens, NewSessionId, ReadClock, Steps, perform
@@ -44,14 +43,15 @@ from agentloop._core.messages import (
 from agentloop._core.model import ModelRequest, ModelResponse, ServerCompaction
 from agentloop._core.results import CompactionOutcome, CompactionSummary, CompactionTransition
 from agentloop._core.strategies import prune_tool_outputs
+from agentloop._core.strategy import Meter
 from agentloop._core.summary import SUMMARIZER_SYSTEM
 from agentloop._errors import ModelError
 
-if TYPE_CHECKING:
-    from agentloop._core.compaction_core import CompactionCore
+SERVER = "server"
+"""The strategy's name, as the compaction record keeps it."""
 
 
-def server_edit(core: CompactionCore) -> ServerCompaction:
+def server_edit(core: Meter) -> ServerCompaction:
     """The edit every request of a conversation on strategy ``server`` carries: the loop's own
     trigger, and the standing instructions."""
     return ServerCompaction(
@@ -78,7 +78,7 @@ def compacted_tokens(response: ModelResponse) -> int | None:
 
 
 def server_child(
-    parent: Sequence[Message], block: ContentBlock, *, prune: bool = False
+    parent: Sequence[Message], block: Mapping[str, object], *, prune: bool = False
 ) -> list[Message]:
     """The child's history after the API compacted ``parent`` into ``block`` (see above);
     ``prune`` shortens the tool outputs and inputs of the exchange carried after the block."""
@@ -96,7 +96,7 @@ def server_child(
 
 
 def server_compaction_steps(
-    core: CompactionCore,
+    core: Meter,
     *,
     session_id: str,
     parent: Sequence[Message],
@@ -150,7 +150,7 @@ def server_compaction_steps(
         tokens_before_source=usage.source,
         tokens_after_source=after_source,
         summary=str(block["content"]),
-        strategy="server",
+        strategy=SERVER,
         model=core.model_name,
         created_at=created_at,
         reason=decision.reason,

@@ -1,4 +1,6 @@
-"""Compaction strategies as pure functions over message lists (no I/O, no model calls).
+"""The rules every strategy builds with, as pure functions over message lists (no I/O, no
+model calls): where to cut, how to assemble prefix and tail, how to prune. The strategies
+themselves are things (``strategy.py`` and one ``strategy_*.py`` each).
 
 Every strategy keeps a verbatim *tail* that starts at a safe cut point (an assistant message, so
 no tool_result is separated from its tool_use) and replaces the *head* before it. The replaced

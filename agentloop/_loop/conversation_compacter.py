@@ -21,6 +21,7 @@ from agentloop._core.plan import plan_steps
 from agentloop._core.prepared import PreparedSummary, PrepareJob, next_job
 from agentloop._core.preserved_state import PreservedStateHook
 from agentloop._core.results import CompactionPlan, CompactionTransition
+from agentloop._core.strategy import strategy_named
 from agentloop._core.validation import DEFAULT_MAX_TOKENS
 from agentloop._errors import ConfigurationError
 from agentloop._loop.drive import Runtime, Wiring, adrive, drive
@@ -62,12 +63,12 @@ class ConversationCompacter(CompactionCore):
             from agentloop._adapters.tokens import TokenEstimator
 
             counter = TokenEstimator()
-        strategy = (settings or CompactionSettings()).strategy
+        strategy = strategy_named((settings or CompactionSettings()).strategy)
         # Without a model name it waits for a loop, whose model will summarize.
         self._joins_loop = model_name is None
         self._window_given = context_window is not None
         self._output_given = max_output_tokens is not None
-        if model is None and not self._joins_loop and strategy in ("auto", "summarize", "server"):
+        if model is None and not self._joins_loop and strategy.summarizes:
             warnings.warn(
                 "ConversationCompacter has no model: summaries will be deterministic digests "
                 "(pass model=AnthropicModel() for real summaries)",
@@ -137,7 +138,9 @@ class ConversationCompacter(CompactionCore):
         prepared recently enough, or not a history a summary can continue (it must end with a
         user turn, at a safe boundary, on the conversation's own model)."""
         msgs = self.messages_of(messages)
-        if self.summarizer is None or not msgs or msgs[-1].role != "user":
+        if not self.strategy.prepares or self.summarizer is None:
+            return None
+        if not msgs or msgs[-1].role != "user":
             return None
         if decision is None:
             decision = self.should_compact(msgs, system=system, tools=tools)
@@ -228,8 +231,10 @@ class ConversationCompacter(CompactionCore):
         force: bool = True,
     ) -> CompactionPlan:
         """What compacting now would do — which messages would be summarized, pruned or kept
-        verbatim, the preserved state, the expected size — without a model call or a write.
-        ``force`` (the default) previews a compaction asked for; False, an automatic one."""
+        verbatim, the preserved state, the expected size (an estimate, or a range while the
+        summary is not written) — without a model call or a write. It runs the compaction's
+        own strategy under the same budget. ``force`` (the default) previews a compaction asked
+        for; False, an automatic one."""
         msgs = self.messages_of(messages)
         steps = plan_steps(self, msgs, system=system, tools=_dicts(tools), force=force)
         return drive(steps, self.runtime.perform)

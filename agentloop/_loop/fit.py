@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
+from agentloop._core.blocks import Block, ToolResultBlock, is_tool_result, only_text
 from agentloop._core.compaction_core import CompactionCore
 from agentloop._core.messages import ContentBlock, Message
 from agentloop._core.shorten import shorten
@@ -114,23 +115,21 @@ def _measured(refusal: str, room: int) -> tuple[int | None, int]:
     return None, room
 
 
-def _results(message: Message) -> list[tuple[int, ContentBlock]]:
-    return [(i, b) for i, b in enumerate(message.content) if b.get("type") == "tool_result"]
+def _results(message: Message) -> list[tuple[int, ToolResultBlock]]:
+    return [(i, b) for i, b in enumerate(message.content) if is_tool_result(b)]
 
 
-def _text_of(block: ContentBlock) -> str | None:
+def _text_of(block: Block) -> str | None:
     """The text of a tool result (a string, or text blocks only), else None."""
     content = block.get("content")
     if isinstance(content, str):
         return content
-    if isinstance(content, list) and all(
-        isinstance(item, dict) and item.get("type") == "text" for item in content
-    ):
+    if only_text(content):
         return "\n".join(str(item.get("text", "")) for item in content)
     return None
 
 
-def _sent_text(block: ContentBlock, shortened: Shortened) -> str | None:
+def _sent_text(block: Block, shortened: Shortened) -> str | None:
     short = shortened.get(str(block.get("tool_use_id")))
     return short if short is not None else _text_of(block)
 
@@ -142,11 +141,7 @@ def _as_shortened(message: Message, shortened: Shortened) -> Message:
     blocks: list[ContentBlock] = []
     changed = False
     for block in message.content:
-        short = (
-            shortened.get(str(block.get("tool_use_id")))
-            if block.get("type") == "tool_result"
-            else None
-        )
+        short = shortened.get(str(block.get("tool_use_id"))) if is_tool_result(block) else None
         if short is not None:
             new: dict[str, Any] = {**block, "content": short}
             blocks.append(new)

@@ -475,24 +475,22 @@ def _from_message(message: Message) -> list[AnyMessage]:
     if message.role == "assistant":
         calls = [
             {"name": str(b["name"]), "args": dict(b.get("input") or {}), "id": str(b["id"])}
-            for b in message.content
-            if b.get("type") == "tool_use"
+            for b in message.tool_uses
         ]
         return [AIMessage(content=[dict(b) for b in message.content], tool_calls=calls)]
     out: list[AnyMessage] = []
-    rest: list[str | dict[Any, Any]] = []
-    for block in message.content:
-        if block.get("type") == "tool_result":
-            content = block.get("content", "")
-            out.append(
-                ToolMessage(
-                    content=content if isinstance(content, str | list) else str(content),
-                    tool_call_id=str(block["tool_use_id"]),
-                    status="error" if block.get("is_error") else "success",
-                )
+    results = message.tool_results
+    for block in results:
+        content: object = block.get("content", "")
+        out.append(
+            ToolMessage(
+                content=content if isinstance(content, str | list) else str(content),
+                tool_call_id=str(block["tool_use_id"]),
+                status="error" if block.get("is_error") else "success",
             )
-        else:
-            rest.append(dict(block))
+        )
+    # a block of another kind never equals a tool result: what the user sent beside them
+    rest: list[str | dict[Any, Any]] = [dict(b) for b in message.content if b not in results]
     if rest:
         out.append(HumanMessage(content=rest))
     return out

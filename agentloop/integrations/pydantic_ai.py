@@ -197,8 +197,7 @@ class Compaction(AbstractCapability[Any]):
         names = {
             str(block["id"]): str(block.get("name", ""))
             for message in messages
-            for block in message.content
-            if block.get("type") == "tool_use"
+            for block in message.tool_uses
         }
         out: list[ModelMessage] = []
         for message in messages:
