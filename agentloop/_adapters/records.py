@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from agentloop._core.effects import AppendMessages, CreateSession, SaveTransition
+from agentloop._core.figures import TOKEN_SOURCES, sources_metadata
 from agentloop._core.messages import Message, MessageParam, SummaryInfo, Usage
 from agentloop._core.results import CompactionSummary
 from agentloop._sessions import Lease, NewMessage, SessionStore, StoredMessage
@@ -17,8 +18,11 @@ it used (every transition sets it, so a child never inherits its parent's)."""
 def summary_usage_metadata(summary: CompactionSummary) -> dict[str, Any]:
     """What a transition records about its summary requests, for the child's metadata: every
     request billed since the previous compaction (those prepared in the background and thrown
-    away included, so the cost shown is the whole bill)."""
+    away included, so the cost shown is the whole bill), and where its token figures came from
+    (:data:`agentloop._core.figures.TOKEN_SOURCES`: the store's compaction entry keeps only the
+    numbers)."""
     return {
+        **sources_metadata(summary.tokens_before_source, summary.tokens_after_source),
         SUMMARY_USAGE: {
             **(summary.summary_usage + summary.discarded_usage).to_dict(),
             "calls": summary.summary_calls + summary.discarded_calls,
@@ -26,7 +30,7 @@ def summary_usage_metadata(summary: CompactionSummary) -> dict[str, Any]:
             "continued": summary.summary_continued,
             "prepared": summary.prepared,
             "discarded_calls": summary.discarded_calls,
-        }
+        },
     }
 
 
@@ -152,7 +156,10 @@ def fork_session(store: SessionStore, session_id: str) -> str:
         title=source.title,
         parent_id=source.id,
         # What the source's own compaction cost is billed to the source, not again to its fork.
-        metadata={k: v for k, v in source.metadata.items() if k != SUMMARY_USAGE},
+        # (nor its compaction's figures: a fork is no compaction)
+        metadata={
+            k: v for k, v in source.metadata.items() if k not in (SUMMARY_USAGE, TOKEN_SOURCES)
+        },
     )
     store.append_messages(fork.id, [message.to_new() for message in messages])
     return fork.id

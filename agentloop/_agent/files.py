@@ -31,6 +31,7 @@ from agentloop._agent.base import (
     optional_int,
     required_str,
 )
+from agentloop._agent.file_diff import DIFF_MAX_CHARS, FileChange, compact_diff
 from agentloop._agent.secrets import redact
 from agentloop._agent.workspace import Workspace
 from agentloop._core.tool import ToolResult
@@ -133,7 +134,8 @@ class ReadFileTool(CodingTool):
             return ToolResult(f"{rel} is empty")
         if offset > total:
             return ToolResult(
-                f"offset {offset} is past the end of {rel}, which has {total} lines",
+                f"offset {offset} is past the end of {rel}, which has {total} "
+                f"line{'' if total == 1 else 's'}",
                 is_error=True,
             )
         last_shown = offset + len(lines) - 1
@@ -181,6 +183,7 @@ class WriteFileTool(CodingTool):
         if path == self._workspace.root:
             return ToolResult(f"{rel} is a directory; give a file path", is_error=True)
         data = content.encode("utf-8")
+        before = self._before(path)
         try:
             fd, existed = self._open(path)
         except IsADirectoryError:
@@ -200,7 +203,30 @@ class WriteFileTool(CodingTool):
         finally:
             os.close(fd)
         state = "overwrote existing file" if existed else "new file"
-        return ToolResult(f"Wrote {len(data):,} bytes to {rel} ({state}).")
+        return FileChange(
+            f"Wrote {len(data):,} bytes to {rel} ({state}).",
+            # An existing file that is not text (or vanished meanwhile): no diff to show.
+            diff="" if existed and before is None else compact_diff(before, content),
+        )
+
+    def _before(self, path: Path) -> str | None:
+        """The file's text before it is written, for the diff shown to the user (None: none,
+        or not text worth a diff). Never blocks, never follows a symlink."""
+        try:
+            fd = self._workspace.open_resolved(path, os.O_RDONLY | _NONBLOCK)
+        except OSError:
+            return None
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return None
+            data = read_all(fd, DIFF_MAX_CHARS + 1)
+        except OSError:
+            return None
+        finally:
+            os.close(fd)
+        if is_binary_data(data[:BINARY_SNIFF_BYTES]):
+            return None
+        return data.decode("utf-8", "replace")
 
     def _open(self, path: Path) -> tuple[int, bool]:
         """A descriptor to write ``path`` (not truncated yet), and whether the file existed."""
@@ -321,7 +347,10 @@ class EditFileTool(CodingTool):
         write_all(fd, updated.encode("utf-8"))
         replaced = count if replace_all else 1
         noun = "occurrence" if replaced == 1 else "occurrences"
-        return ToolResult(f"Edited {rel}: replaced {replaced} {noun} (first at line {first_line}).")
+        return FileChange(
+            f"Edited {rel}: replaced {replaced} {noun} (first at line {first_line}).",
+            diff=compact_diff(text, updated),
+        )
 
 
 # --------------------------------------------------------------------------------------------

@@ -21,6 +21,7 @@ from agentloop._agent.base import (
     required_str,
 )
 from agentloop._agent.files import not_regular
+from agentloop._agent.ignore_files import DirectoryRules, rules_for
 from agentloop._agent.limited import SEARCH_MAX_TIMEOUT, SEARCH_TIMEOUT, run_limited, time_limit
 from agentloop._agent.secrets import redact
 from agentloop._agent.workspace import Workspace, WorkspaceError
@@ -124,18 +125,32 @@ def _glob_regex(pattern: str) -> re.Pattern[str]:
 
 
 def _walk_files(workspace: Workspace, base: Path) -> Iterator[Path]:
-    """Files under ``base``, skipping tool/dependency directories and never entering a
+    """Files under ``base``, skipping tool/dependency directories and what ``.gitignore`` and
+    ``.ignore`` files exclude (as ripgrep does: :mod:`.ignore_files`), and never entering a
     symlinked directory (which could lead outside the workspace or loop). The walk holds a
     descriptor of each directory it lists (``os.fwalk``), so a directory swapped for a symlink
-    while the walk runs is skipped, not followed."""
+    while the walk runs is skipped, not followed; ignore files are read through it too."""
     base_fd = workspace.open_resolved(base, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    top = rules_for(workspace.root, base)
+    # A directory's rules are made when the walk enters it, from its parent's and the ignore
+    # files read through the walk's own descriptor of it.
+    pending: dict[str, tuple[DirectoryRules, str]] = {}
     try:
-        for directory, dirnames, filenames, _fd in os.fwalk(
+        for directory, dirnames, filenames, fd in os.fwalk(
             ".", dir_fd=base_fd, follow_symlinks=False
         ):
-            dirnames[:] = sorted(d for d in dirnames if d not in SKIPPED_DIRS)
+            parent = pending.pop(directory, None)
+            here = top if directory == "." else None
+            if parent is not None:
+                here = parent[0].child(parent[1], fd)
+            kept = sorted(d for d in dirnames if d not in SKIPPED_DIRS)
+            if here is not None:
+                kept = [d for d in kept if not here.ignored(d, is_dir=True)]
+                pending.update((f"{directory}/{name}", (here, name)) for name in kept)
+            dirnames[:] = kept
             for filename in filenames:
-                yield base / directory / filename
+                if here is None or not here.ignored(filename, is_dir=False):
+                    yield base / directory / filename
     finally:
         os.close(base_fd)
 
@@ -146,8 +161,9 @@ def _walk_files(workspace: Workspace, base: Path) -> Iterator[Path]:
 _LIST_DESCRIPTION = (
     "List files in the workspace matching a glob pattern, sorted, as paths relative to the "
     "workspace. '**' matches any number of directories: '**/*.py' finds Python files at any "
-    "depth, '*.py' only directly in the directory. Skips .git, __pycache__, .venv and "
-    f"node_modules. At most {LIST_MAX_FILES} paths."
+    "depth, '*.py' only directly in the directory. Skips .git, __pycache__, .venv, "
+    "node_modules and what .gitignore and .ignore files exclude (as ripgrep does; give an "
+    f"ignored directory as path to list it). At most {LIST_MAX_FILES} paths."
 )
 _TIMEOUT_SCHEMA: dict[str, Any] = {
     "type": "number",
@@ -245,7 +261,9 @@ _GREP_DESCRIPTION = (
     "Search file contents with a regular expression (Python syntax). Prints `path:line: text` "
     "for each matching line, sorted by path. Optional path (file or directory) and glob filter "
     "('*.py' matches file names at any depth; 'src/**/*.ts' matches paths). Skips binary files "
-    f"and .git, __pycache__, .venv, node_modules. At most {GREP_MAX_MATCHES} matches."
+    "and .git, __pycache__, .venv, node_modules and what .gitignore and .ignore files exclude "
+    "(as ripgrep does; give an ignored file or directory as path to search it). At most "
+    f"{GREP_MAX_MATCHES} matches."
 )
 _GREP_SCHEMA: dict[str, Any] = {
     "type": "object",

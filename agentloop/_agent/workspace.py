@@ -68,14 +68,6 @@ class Workspace:
         """The workspace directory, absolute and with symlinks resolved."""
         return self._root
 
-    def contains(self, path: Path) -> bool:
-        """Whether ``path`` (after resolving ``..`` and symlinks) lies inside the workspace."""
-        try:
-            resolved = path.resolve()
-        except (OSError, RuntimeError):
-            return False
-        return resolved == self._root or resolved.is_relative_to(self._root)
-
     def resolve(self, path: str) -> Path:
         """The absolute, symlink-resolved path for ``path``; raises :class:`WorkspaceError`
         when it is empty, invalid, or lands outside the workspace."""

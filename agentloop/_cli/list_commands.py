@@ -213,7 +213,7 @@ def tree_command(
         latest = list_conversations(store, workspace=workspace, limit=1)
         if not latest:
             if as_json:
-                render.print_json(None, out)
+                render.print_json([], out)  # as `list --json`: nothing is an empty array
             else:
                 out.write(_nothing_here(workspace))
             return
@@ -238,7 +238,7 @@ def tree_command(
         def node(session: Session) -> dict[str, object]:
             data = render.plain(session)
             entry = created_by.get(session.id)
-            data["compaction"] = render.plain(entry) if entry else None
+            data["compaction"] = render.compaction_json(entry, session.metadata) if entry else None
             data["resume"] = session.id == resume
             data["children"] = [node(child) for child in by_parent.get(session.id, [])]
             return data
@@ -256,7 +256,7 @@ def tree_command(
             parts.append(session.model)
         entry = created_by.get(session.id)
         if entry is not None:
-            parts.append(render.compaction_note(entry))
+            parts.append(render.compaction_note(entry, session.metadata))
         if in_place.get(session.id):
             parts.append(f"(+{render.plural(in_place[session.id], 'no-op compaction')})")
         marks = []

@@ -72,7 +72,8 @@ def _epilog() -> str:
 
     lines = [
         "commands:",
-        "  sessions ...             list, show, tree, export, delete, prune and copy sessions",
+        "  sessions ...             stored sessions: list, show, search, tree, export, fork,",
+        "                           delete, prune, copy (agentloop sessions --help)",
         "  demo                     an offline scripted session that shows compaction",
         "",
         "slash commands (interactive):",
@@ -157,8 +158,8 @@ def add_agent_options(parser: argparse.ArgumentParser) -> None:
         const=LATEST,
         default=None,
         metavar="ID",
-        help="resume a session (id or unique prefix; without ID the latest here) at its "
-        "newest descendant",
+        help="resume a session (id or unique prefix; without ID: choose among the recent ones "
+        "here, or the latest when not at a terminal) at its newest descendant",
     )
     parser.add_argument(
         "--compaction-instructions",
@@ -269,6 +270,7 @@ def agent_options(args: argparse.Namespace) -> AgentOptions:
         else args.compaction_threshold,
         resume=resume,
         continue_latest=args.continue_latest or args.resume is LATEST,
+        pick=args.resume is LATEST,
         prompt=args.prompt,
         print_mode=args.print_mode,
         output_format=args.output_format or "text",

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from agentloop._cli.render import when
-from agentloop._core.blocks import BlockRenderer, tool_result_text
+from agentloop._core.blocks import BlockRenderer, media_description, tool_result_text
 from agentloop._core.messages import Usage
 
 if TYPE_CHECKING:
@@ -102,11 +102,8 @@ class _ShowBlock(BlockRenderer[str]):
 
 
 def _media(kind: str, block: ContentBlock) -> str:
-    source = block.get("source")
-    described = (
-        source.get("media_type") or source.get("type") if isinstance(source, Mapping) else ""
-    )
-    return f"[{kind}{': ' + str(described) if described else ''}]"
+    described = media_description(block.get("source"))
+    return f"[{kind}{': ' + described if described else ''}]"
 
 
 def render_block(block: ContentBlock, *, limit: bool) -> str:
@@ -174,6 +171,16 @@ def markdown_text(text: str) -> str:
             line = _escape_html(line)
         lines[index] = line
     return "\n".join(lines)
+
+
+_CLOSING_HASHES = re.compile(r"(^|\s)(#+)(\s*)$")
+
+
+def markdown_inline(text: str) -> str:
+    """One line of text in the export's own Markdown (its title heading): HTML-like tags shown
+    as the messages' text shows them, and a closing run of ``#`` kept as text."""
+    line = _escape_html(text) if "<" in text else text
+    return _CLOSING_HASHES.sub(lambda m: f"{m.group(1)}\\{m.group(2)}{m.group(3)}", line)
 
 
 class _MarkdownBlock(BlockRenderer[str]):

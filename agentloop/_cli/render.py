@@ -8,9 +8,12 @@ Imports nothing heavy (no pydantic, no store) so that the sessions commands stay
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, NamedTuple, TextIO
+from typing import TYPE_CHECKING, Any, NamedTuple, TextIO
+
+from agentloop._cli.cells import cells, cut_cells, pad
+from agentloop._core.figures import recorded_sources, token_figure
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -82,14 +85,11 @@ def one_line(text: str) -> str:
 
 def table(rows: Sequence[Sequence[str]], *, right: Iterable[int] = ()) -> list[str]:
     aligned_right = set(right)
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    widths = [max(cells(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines = []
     for row in rows:
-        cells = [
-            cell.rjust(widths[i]) if i in aligned_right else cell.ljust(widths[i])
-            for i, cell in enumerate(row)
-        ]
-        lines.append("  ".join(cells).rstrip())
+        padded = [pad(cell, widths[i], right=i in aligned_right) for i, cell in enumerate(row)]
+        lines.append("  ".join(padded).rstrip())
     return lines
 
 
@@ -107,12 +107,8 @@ class Column(NamedTuple):
 
 
 def cut(text: str, width: int, *, keep_end: bool = False) -> str:
-    """``text`` in at most ``width`` characters, ``…`` marking what was cut."""
-    if len(text) <= width:
-        return text
-    if width <= 1:
-        return "…"[:width]
-    return "…" + text[len(text) - width + 1 :] if keep_end else text[: width - 1] + "…"
+    """``text`` in at most ``width`` terminal cells, ``…`` marking what was cut."""
+    return cut_cells(text, width, keep_end=keep_end)
 
 
 def fit_table(
@@ -122,7 +118,7 @@ def fit_table(
     active = list(range(len(columns)))
 
     def natural(i: int) -> int:
-        return max([len(columns[i].name), *(len(row[i]) for row in rows)])
+        return max([cells(columns[i].name), *(cells(row[i]) for row in rows)])
 
     while True:
         widths = {i: natural(i) for i in active}
@@ -145,28 +141,28 @@ def fit_table(
         break
     lines = []
     for row in [[c.name for c in columns], *rows]:
-        cells = []
+        shown = []
         for i in active:
             column = columns[i]
             cell = cut(row[i], widths[i], keep_end=column.keep_end)
-            cells.append(cell.rjust(widths[i]) if column.right else cell.ljust(widths[i]))
-        lines.append(fit("  ".join(cells).rstrip(), width))
+            shown.append(pad(cell, widths[i], right=column.right))
+        lines.append(fit("  ".join(shown).rstrip(), width))
     return lines
 
 
 def fit(line: str, width: int | None) -> str:
-    if width is None or len(line) <= width:
+    if width is None or cells(line) <= width:
         return line
-    return line[: max(width - 1, 0)] + "…"
+    return cut_cells(line, max(width, 1))
 
 
 def fit_keeping_end(line: str, end: str, width: int | None) -> str:
     """``line`` then ``end``, cutting ``line`` (not ``end``) to fit ``width``."""
     if not end:
         return fit(line, width)
-    if width is None or len(line) + 2 + len(end) <= width:
+    if width is None or cells(line) + 2 + cells(end) <= width:
         return f"{line}  {end}"
-    return f"{cut(line, max(width - len(end) - 2, 1))}  {end}"
+    return f"{cut(line, max(width - cells(end) - 2, 1))}  {end}"
 
 
 def terminal_width(out: TextIO) -> int | None:
@@ -182,10 +178,38 @@ def terminal_width(out: TextIO) -> int | None:
         return 100
 
 
-def compaction_note(entry: CompactionEntry) -> str:
-    note = f"← compacted {entry.messages_before:,} → {plural(entry.messages_after, 'msg')}"
+def compaction_figures(entry: CompactionEntry, metadata: Mapping[str, Any] | None) -> str:
+    """A compaction's token figures, ``(17,194 → ~8,988 tokens)``, marked by the sources
+    recorded in its child's ``metadata`` (see :mod:`agentloop._core.figures`); "" if none."""
+    before, after = recorded_sources(metadata)
     if entry.tokens_before is not None and entry.tokens_after is not None:
-        note += f" ({entry.tokens_before:,} → {entry.tokens_after:,} tokens)"
-    elif entry.tokens_before is not None:
-        note += f" ({entry.tokens_before:,} tokens before)"
+        return (
+            f"({token_figure(entry.tokens_before, before)} → "
+            f"{token_figure(entry.tokens_after, after)} tokens)"
+        )
+    if entry.tokens_before is not None:
+        return f"({token_figure(entry.tokens_before, before)} tokens before)"
+    return ""
+
+
+def compaction_note(entry: CompactionEntry, metadata: Mapping[str, Any] | None = None) -> str:
+    """``← compacted 19 → 3 msgs (4,224 → ~3,228 tokens) by summarize`` (``metadata``: the
+    child's, where the figures' sources are recorded)."""
+    note = f"← compacted {entry.messages_before:,} → {plural(entry.messages_after, 'msg')}"
+    figures = compaction_figures(entry, metadata)
+    if figures:
+        note += f" {figures}"
     return f"{note} by {entry.strategy}"
+
+
+def compaction_json(
+    entry: CompactionEntry, metadata: Mapping[str, Any] | None = None
+) -> dict[str, object]:
+    """A compaction entry as JSON-ready data, with where its figures came from
+    (``tokens_before_source``/``tokens_after_source``: ``api``, ``api+estimate``,
+    ``estimate``, or null when not recorded)."""
+    before, after = recorded_sources(metadata)
+    data = plain(entry)
+    data["tokens_before_source"] = before if entry.tokens_before is not None else None
+    data["tokens_after_source"] = after if entry.tokens_after is not None else None
+    return data

@@ -8,7 +8,6 @@ writing: the index is built from the messages already there), as any agentloop r
 
 from __future__ import annotations
 
-import textwrap
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, TextIO
 
@@ -72,7 +71,9 @@ def search_command(
         if width is None:
             out.write(_INDENT + hit.excerpt + "\n")
         else:
-            lines = textwrap.wrap(hit.excerpt, max(width - len(_INDENT), 20)) or [""]
+            from agentloop._cli.cells import wrap_cells  # measured in cells: CJK, emoji
+
+            lines = wrap_cells(hit.excerpt, max(width - len(_INDENT), 20))
             out.writelines(_INDENT + line + "\n" for line in lines)
 
 

@@ -1,9 +1,12 @@
-"""``agentloop sessions list|show|tree|export|delete|prune|copy``: the session store, by hand.
+"""``agentloop sessions list|show|search|tree|export|fork|delete|prune|copy``: the session
+store, by hand.
 
 The reading commands (:mod:`agentloop._cli.list_commands`, :mod:`agentloop._cli.transcript`) open
-the store read-only: they never create or write one ("no sessions yet" when there is none).
-:func:`run` maps the parsed command line onto them; ``delete`` and ``prune`` ask before they
-delete unless ``--yes``; ``copy`` moves everything to another store.
+the store read-only: they never create or write one ("no sessions yet" when there is none; ``[]``
+for ``--json`` listings), and read a store that may not be written. The writing ones (``fork``,
+``delete``, ``prune``) do not create a missing store either. :func:`run` maps the parsed command
+line onto them; ``delete`` and ``prune`` say what they would delete and ask first unless
+``--yes``; ``copy`` moves everything to another store.
 
 Imports nothing heavy at module level (``agentloop --help`` builds this parser) and never imports
 ``anthropic``: the store and pydantic are loaded inside :func:`run`.
@@ -12,11 +15,12 @@ Imports nothing heavy at module level (``agentloop --help`` builds this parser) 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import re
 import sys
-from collections.abc import Callable
-from datetime import timedelta
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, TextIO, TypeVar
 
 from agentloop._cli.list_commands import DEFAULT_LIMIT
@@ -25,7 +29,7 @@ from agentloop._core.validation import parse_positive_int
 from agentloop._errors import AgentloopError, ConfigurationError
 
 if TYPE_CHECKING:
-    from agentloop._sessions import SessionStore
+    from agentloop._sessions import Session, SessionStore
 
 EXIT_OK = 0
 EXIT_USAGE = 2
@@ -33,8 +37,16 @@ _STORE_HELP = (
     "the session store: a path, sqlite:///PATH or postgresql://… (default $AGENTLOOP_STORE, "
     "else sessions.db in $AGENTLOOP_HOME or the user data dir)"
 )
-_DURATION = re.compile(r"^\s*(\d+)\s*([mhdw])\s*$")
-_UNITS = {"m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+_DURATION = re.compile(r"^\s*(\d+)\s*([a-zA-Z]+)\s*$")
+_UNITS = {
+    **dict.fromkeys(("s", "sec", "secs", "second", "seconds"), "seconds"),
+    **dict.fromkeys(("m", "min", "mins", "minute", "minutes"), "minutes"),
+    **dict.fromkeys(("h", "hr", "hrs", "hour", "hours"), "hours"),
+    **dict.fromkeys(("d", "day", "days"), "days"),
+    **dict.fromkeys(("w", "week", "weeks"), "weeks"),
+}
+DURATION_HELP = "a number and a unit: s (seconds), m (minutes), h (hours), d (days), w (weeks)"
+SUBCOMMANDS = "list, show, search, tree, export, fork, delete, prune and copy"
 READING = frozenset({None, "list", "show", "tree", "export", "copy", "search"})
 
 P = TypeVar("P", bound=argparse.ArgumentParser)
@@ -54,13 +66,14 @@ def _limit(text: str) -> int:
 
 
 def parse_duration(text: str) -> timedelta:
-    """``30d``, ``12h``, ``2w``, ``90m``."""
+    """``30d``, ``12h``, ``2w``, ``90m``, ``45s`` (or the units' names: ``3 days``)."""
     match = _DURATION.match(text)
-    if match is None or int(match.group(1)) == 0:
+    unit = _UNITS.get(match.group(2).lower()) if match is not None else None
+    if match is None or unit is None or int(match.group(1)) == 0:
         raise argparse.ArgumentTypeError(
-            f"invalid duration {text!r}: expected a number and a unit, e.g. 30d, 12h, 2w, 90m"
+            f"invalid duration {text!r}: expected {DURATION_HELP}, e.g. 30d, 12h, 90m, 45s"
         )
-    return timedelta(**{_UNITS[match.group(2)]: int(match.group(1))})
+    return timedelta(**{unit: int(match.group(1))})
 
 
 def _store_option(command: argparse.ArgumentParser) -> None:
@@ -76,7 +89,7 @@ def add_parser(subparsers: argparse._SubParsersAction[P]) -> P:
     """Add ``sessions`` and its sub-commands to the ``agentloop`` parser."""
     parser = subparsers.add_parser(
         "sessions",
-        help="list, show, search, tree, export, delete, prune and copy stored sessions",
+        help=f"{SUBCOMMANDS} stored sessions",
         description="Inspect and manage stored sessions. A compacted conversation continues "
         "in a child session; both are kept. IDs may be given as a unique prefix of 4+ "
         "characters.",
@@ -194,7 +207,8 @@ def add_parser(subparsers: argparse._SubParsersAction[P]) -> P:
         "prune",
         help="delete conversations not used for a while",
         description="Delete whole conversations whose last activity is older than the given "
-        "age (every workspace unless --workspace). Asks first unless --yes.",
+        "age: by default those of the current directory's workspace (as `list` shows them). "
+        "Says how many would go and asks first unless --yes.",
     )
     _store_option(prune)
     prune.add_argument(
@@ -202,9 +216,15 @@ def add_parser(subparsers: argparse._SubParsersAction[P]) -> P:
         metavar="AGE",
         type=parse_duration,
         required=True,
-        help="e.g. 30d, 12h, 2w, 90m",
+        help=f"{DURATION_HELP}, e.g. 30d, 12h, 90m, 45s",
     )
-    prune.add_argument("--workspace", metavar="DIR", help="only conversations of this directory")
+    where = prune.add_mutually_exclusive_group()
+    where.add_argument(
+        "--workspace",
+        metavar="DIR",
+        help="conversations of this directory (default: the current one)",
+    )
+    where.add_argument("--all", action="store_true", help="conversations of every workspace")
     prune.add_argument("--yes", action="store_true", help="do not ask")
 
     fork = commands.add_parser(
@@ -241,14 +261,18 @@ def run(args: argparse.Namespace) -> int:
             _list(args, location, out)
         else:
             command = _command(args)
+            if name not in READING:
+                _require_store(location)
             with open_cli_store(location, read_only=name in READING) as store:
                 command(store, out)
         out.flush()
     except NoStoreYet:
-        if name == "search" and args.json:
+        # What lists finds nothing (JSON: an empty array); what names a session, an error.
+        finds = name in (None, "list", "search") or (name == "tree" and args.id is None)
+        if finds and args.json:
             out.write("[]\n")
             return EXIT_OK
-        if name in (None, "list", "tree", "prune", "search"):
+        if finds or name == "prune":
             out.write("No sessions yet.\n")
             return EXIT_OK
         print("agentloop: error: no sessions yet (there is no session store)", file=sys.stderr)
@@ -262,6 +286,17 @@ def run(args: argparse.Namespace) -> int:
         os.dup2(devnull, out.fileno())
         return EXIT_OK
     return EXIT_OK
+
+
+def _require_store(location: str | None) -> None:
+    """:class:`NoStoreYet` when there is no store at ``location``: a command that writes
+    (delete, prune, fork) has nothing to do there, and must not create one to find out."""
+    from agentloop._cli.store_access import open_cli_store
+    from agentloop._sessions import SessionError
+
+    # (An older store cannot be read read-only: opening it to write says the rest.)
+    with contextlib.suppress(SessionError):
+        open_cli_store(location, read_only=True).close()
 
 
 def _list(args: argparse.Namespace, location: str | None, out: TextIO) -> None:
@@ -321,7 +356,7 @@ def _command(args: argparse.Namespace) -> Command:
             store, out, args.id, lineage=args.lineage, yes=args.yes
         )
     if name == "prune":
-        workspace = current_workspace(args.workspace) if args.workspace else None
+        workspace = None if args.all else current_workspace(args.workspace)
         return lambda store, out: prune_command(
             store, out, older_than=args.older_than, workspace=workspace, yes=args.yes
         )
@@ -354,12 +389,16 @@ def fork_command(store: SessionStore, out: TextIO, ref: str) -> None:
 # ---------------------------------------------------------------------------- delete / prune
 
 
-def confirm(question: str, *, yes: bool) -> bool:
-    """``--yes``, or the user's "y" on a terminal; without a terminal, a one-line error."""
+def confirm(question: str, *, yes: bool, subject: str = "") -> bool:
+    """``--yes``, or the user's "y" on a terminal; without a terminal, a one-line error
+    (naming ``subject``, what would be deleted)."""
     if yes:
         return True
     if not sys.stdin.isatty():
-        raise AgentloopError("not deleting without confirmation: add --yes (no terminal to ask)")
+        what = f" {subject}" if subject else ""
+        raise AgentloopError(
+            f"not deleting{what} without confirmation: add --yes (no terminal to ask)"
+        )
     sys.stderr.write(f"{question} [y/N] ")
     sys.stderr.flush()
     try:
@@ -384,12 +423,13 @@ def delete_command(
             f"{render.plural(len(members), 'session')}, {render.plural(count, 'message')}?"
         )
     else:
-        children = store.children(session.id)
-        if children:
+        members = store.lineage(session.id)
+        later = _descendants(session.id, members)
+        if later:
             raise AgentloopError(
                 f"session {session.id[:8]} continues in "
-                f"{render.plural(len(children), 'later session')}; "
-                "--lineage deletes the whole conversation"
+                f"{render.plural(later, 'later session')}; --lineage deletes the whole "
+                f"conversation ({render.plural(len(members), 'session')})"
             )
         title = f' "{render.one_line(session.title)}"' if session.title else ""
         question = (
@@ -403,11 +443,27 @@ def delete_command(
     out.write(f"Deleted {render.plural(deleted, 'session')}.\n")
 
 
-def _age(delta: timedelta) -> str:
-    if delta.days and not delta.seconds:
-        return f"{delta.days} day{'s' if delta.days != 1 else ''}"
-    hours = delta.total_seconds() / 3600
-    return f"{hours:g} hours" if hours >= 1 else f"{delta.total_seconds() / 60:g} minutes"
+def _descendants(session_id: str, lineage: Sequence[Session]) -> int:
+    """How many sessions of ``lineage`` continue ``session_id``: children, theirs, forks."""
+    children: dict[str | None, list[str]] = {}
+    for member in lineage:
+        children.setdefault(member.parent_id, []).append(member.id)
+    count, todo = 0, list(children.get(session_id, []))
+    while todo:
+        count += 1
+        todo.extend(children.get(todo.pop(), []))
+    return count
+
+
+def age_text(delta: timedelta) -> str:
+    """A duration in its largest whole unit: ``30 days``, ``90 minutes``, ``1 second``."""
+    from agentloop._cli import render
+
+    seconds = int(delta.total_seconds())
+    for unit, size in (("week", 604800), ("day", 86400), ("hour", 3600), ("minute", 60)):
+        if seconds >= size and seconds % size == 0:
+            return render.plural(seconds // size, unit)
+    return render.plural(seconds, "second")
 
 
 def prune_command(
@@ -418,16 +474,33 @@ def prune_command(
     workspace: str | None = None,
     yes: bool = False,
 ) -> None:
-    """Delete every conversation not active for ``older_than``."""
+    """Delete every conversation of ``workspace`` (None: of every workspace) not active for
+    ``older_than``, saying first how many conversations and sessions that is."""
     from agentloop._cli import render
 
-    where = "every workspace" if workspace is None else workspace
-    question = f"Delete every conversation not active in the last {_age(older_than)} ({where})?"
-    if not confirm(question, yes=yes):
+    where = "in every workspace" if workspace is None else f"in {workspace}"
+    age = age_text(older_than)
+    cutoff = datetime.now(UTC) - older_than
+    idle = [
+        row
+        for row in store.list_conversations(workspace=workspace, limit=None)
+        if row.updated_at < cutoff
+    ]
+    if not idle:
+        out.write(f"No conversation {where} is older than {age}; nothing deleted.\n")
+        return
+    sessions = sum(row.sessions for row in idle)
+    what = f"{render.plural(len(idle), 'conversation')} ({render.plural(sessions, 'session')})"
+    question = f"Delete {what} {where} not active in the last {age}?"
+    if not confirm(question, yes=yes, subject=what):
         out.write("Nothing deleted.\n")
         return
     deleted = store.prune(older_than=older_than, workspace=workspace)
-    out.write(f"Deleted {render.plural(deleted, 'session')}.\n")
+    out.write(f"Deleted {render.plural(deleted, 'session')}")
+    kept = sessions - deleted
+    if kept > 0:
+        out.write(f" ({render.plural(kept, 'session')} in use or active meanwhile kept)")
+    out.write(".\n")
 
 
 # ---------------------------------------------------------------------------- copy

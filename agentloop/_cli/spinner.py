@@ -1,4 +1,6 @@
-"""A one-line spinner on the terminal ("Thinking…", "Compacting conversation…").
+"""A one-line spinner on the terminal: ``⠹ Thinking… (12s · Ctrl-C to interrupt)``.
+
+The time counts from when the spinner started (a new label, e.g. after a tool call, keeps it).
 
 :meth:`Spinner.stop` joins the drawing thread and clears the line before it returns, so nothing
 written afterwards (a reply, a notice, the prompt) can be drawn over, and an interrupt never
@@ -8,10 +10,27 @@ leaves a thread behind.
 from __future__ import annotations
 
 import threading
+import time
 from typing import TextIO
 
 FRAMES = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 CLEAR_LINE = "\r\033[K"
+INTERRUPT_HINT = "Ctrl-C to interrupt"
+
+
+def elapsed(seconds: float) -> str:
+    """``7s``, ``1m 05s``, ``1h 02m``: how long the spinner has been turning."""
+    whole = int(seconds)
+    if whole < 60:
+        return f"{whole}s"
+    if whole < 3600:
+        return f"{whole // 60}m {whole % 60:02d}s"
+    return f"{whole // 3600}h {whole % 3600 // 60:02d}m"
+
+
+def spinner_line(frame: str, label: str, seconds: float) -> str:
+    """One drawing of the spinner."""
+    return f"{frame} {label} ({elapsed(seconds)} · {INTERRUPT_HINT})"
 
 
 class Spinner:
@@ -26,6 +45,7 @@ class Spinner:
         self._stop: threading.Event | None = None
         self._thread: threading.Thread | None = None
         self._drawn = False
+        self._started = 0.0
 
     @property
     def running(self) -> bool:
@@ -40,6 +60,7 @@ class Spinner:
             if self._thread is not None:
                 return
             stop = threading.Event()
+            self._started = time.monotonic()
             thread = threading.Thread(
                 target=self._spin, args=(stop,), name="agentloop-spinner", daemon=True
             )
@@ -68,7 +89,9 @@ class Spinner:
             with self._lock:
                 if stop.is_set():
                     return
-                self.stream.write(f"{CLEAR_LINE}{FRAMES[index % len(FRAMES)]} {self._label}")
+                frame = FRAMES[index % len(FRAMES)]
+                line = spinner_line(frame, self._label, time.monotonic() - self._started)
+                self.stream.write(CLEAR_LINE + line)
                 self.stream.flush()
                 self._drawn = True
             index += 1

@@ -13,7 +13,7 @@ from agentloop._cli import markup, render
 
 if TYPE_CHECKING:
     from agentloop._adapters.session_costs import CostReport
-    from agentloop._sessions import Session, SessionStore
+    from agentloop._sessions import CompactionEntry, Session, SessionStore
 
 ExportFormat = Literal["markdown", "json"]
 
@@ -38,7 +38,10 @@ def _show_object(store: SessionStore, session: Session) -> dict[str, object]:
         for message in messages
     ]
     compaction = render.plain(record)
-    compaction["history"] = [render.plain(entry) for entry in history]
+    metadata = {member.id: member.metadata for member in store.lineage(session.id)}
+    compaction["history"] = [
+        render.compaction_json(entry, metadata.get(entry.child_id or "")) for entry in history
+    ]
     data["compaction"] = compaction
     own, conversation = _costs(store, session)
     data["cost"] = {"session": own.to_dict(), "conversation": conversation.to_dict()}
@@ -50,6 +53,24 @@ def _costs(store: SessionStore, session: Session) -> tuple[CostReport, CostRepor
     from agentloop._cli.cost_report import configured_prices
 
     return conversation_cost(store, session.id, configured_prices())
+
+
+def _made_by(store: SessionStore, session: Session) -> CompactionEntry | None:
+    """The compaction that made ``session`` (None: a root, or a fork)."""
+    if session.parent_id is None:
+        return None
+    history = store.compaction_history(session.id)
+    return next((entry for entry in history if entry.child_id == session.id), None)
+
+
+def _made_by_text(entry: CompactionEntry, session: Session, parent: str) -> str:
+    """``from 43x07d7w: 19 → 3 messages (4,224 → ~3,228 tokens) by summarize``."""
+    figures = render.compaction_figures(entry, session.metadata)
+    return (
+        f"from {parent}: {entry.messages_before:,} → "
+        f"{render.plural(entry.messages_after, 'message')}"
+        f"{' ' + figures if figures else ''} by {entry.strategy}"
+    )
 
 
 def show_command(store: SessionStore, out: TextIO, ref: str, *, as_json: bool = False) -> None:
@@ -78,6 +99,9 @@ def show_command(store: SessionStore, out: TextIO, ref: str, *, as_json: bool = 
         ("Updated", f"{render.when(session.updated_at)} ({render.ago(session.updated_at, now)})"),
         ("Messages", f"{session.message_count:,}"),
     ]
+    made_by = _made_by(store, session)
+    if made_by is not None:
+        fields.append(("Compacted", _made_by_text(made_by, session, made_by.parent_id[:8])))
     if record.compaction_count:
         last = render.when(record.last_compacted_at) if record.last_compacted_at else "-"
         count = render.plural(record.compaction_count, "compaction")
@@ -103,7 +127,7 @@ def export_command(
         render.print_json(_show_object(store, session), out)
         return
     title = session.title or f"Session {session.id[:8]}"
-    parts = [f"# {render.one_line(title)}\n\n"]
+    parts = [f"# {markup.markdown_inline(render.one_line(title))}\n\n"]
     meta = [
         ("Session", f"`{session.id}`"),
         ("Parent", f"`{session.parent_id}`" if session.parent_id else "-"),
@@ -114,6 +138,9 @@ def export_command(
         ("Updated", render.when(session.updated_at)),
         ("Messages", f"{session.message_count:,}"),
     ]
+    made_by = _made_by(store, session)
+    if made_by is not None:
+        meta.append(("Compacted", _made_by_text(made_by, session, f"`{made_by.parent_id}`")))
     parts.extend(f"- **{name}:** {value}\n" for name, value in meta)
     for message in store.get_messages(session.id):
         role = "User" if message.role == "user" else "Assistant"
