@@ -31,6 +31,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
+from agentloop._core.blocks import is_compaction
 from agentloop._core.context import CompactionDecision, ContextUsage
 from agentloop._core.effects import CountTokens, NewSessionId, ReadClock, Steps, perform
 from agentloop._core.messages import (
@@ -86,7 +87,7 @@ def server_child(
     carried: tuple[ContentBlock, ...] = ()
     if last.is_tool_result and len(parent) > 1 and parent[-2].role == "assistant":
         # An older compaction block would win over the new one: never carried.
-        carried = tuple(b for b in parent[-2].content if b.get("type") != COMPACTION)
+        carried = tuple(b for b in parent[-2].content if not is_compaction(b))
     request = latest_user_request(parent) or parent[0]
     opening = Message("user", request.content, pinned=request.pinned)
     tail = [Message("assistant", (dict(block), *carried)), replace(last, counted=None)]

@@ -14,7 +14,17 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from agentloop._core.blocks import Block, BlockRenderer, tool_result_text
+from agentloop._core.blocks import (
+    Block,
+    BlockRenderer,
+    is_media,
+    is_server_tool_use,
+    is_text,
+    is_tool_result,
+    is_tool_use,
+    media_description,
+    tool_result_text,
+)
 from agentloop._core.messages import ContentBlock, Message, SummaryInfo, latest_request_index
 from agentloop._core.prefix import (
     STATE_OPEN,
@@ -191,7 +201,7 @@ class _Pruner(BlockRenderer[ContentBlock]):
         self, items: list[Block], call_id: str, is_error: bool, block: Block
     ) -> ContentBlock:
         chars = len(tool_result_text(block))
-        media = sum(1 for item in items if item.get("type") in ("image", "document"))
+        media = sum(1 for item in items if is_media(item))
         if media:
             marker = PRUNED_MEDIA_MARKER.format(chars=chars, media=media)
         else:
@@ -217,7 +227,7 @@ def _media_size(block: Block) -> str:
     if not isinstance(source, dict):
         return "no source"
     data = source.get("data")
-    kind = source.get("media_type") or source.get("type") or "media"
+    kind = media_description(source) or "media"
     if isinstance(data, str):
         return f"{kind}, {len(data) * 3 // 4 // 1024:,} KB"
     return str(source.get("url") or kind)
@@ -253,12 +263,11 @@ def _chars(value: Any) -> int:
 def _content_chars(content: Sequence[Block]) -> int:
     total = 0
     for block in content:
-        kind = block.get("type")
-        if kind == "text":
+        if is_text(block):
             total += len(str(block.get("text", "")))
-        elif kind in ("tool_use", "server_tool_use"):
+        elif is_tool_use(block) or is_server_tool_use(block):
             total += _chars(block.get("input", {}))
-        elif kind == "tool_result":
+        elif is_tool_result(block):
             total += _chars(block.get("content", ""))
         else:
             total += _chars(block)
@@ -268,7 +277,7 @@ def _content_chars(content: Sequence[Block]) -> int:
 def _scaled_estimate(old: Message, content: tuple[ContentBlock, ...]) -> int | None:
     """An estimate of the pruned message from the original's, by the share of text kept: a
     pruned history is not tokenized again (the API's count, when it can be had, decides)."""
-    if old.tokens is None or any(b.get("type") in ("image", "document") for b in old.content):
+    if old.tokens is None or any(is_media(b) for b in old.content):
         return None
     before = _content_chars(old.content)
     if before == 0:

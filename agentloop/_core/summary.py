@@ -7,7 +7,16 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from agentloop._core.blocks import Block, BlockRenderer, to_json, tool_result_text
+from agentloop._core.blocks import (
+    Block,
+    BlockRenderer,
+    is_tool_result,
+    is_tool_use,
+    media_description,
+    source_kind,
+    to_json,
+    tool_result_text,
+)
 from agentloop._core.effects import CallModel, Steps, perform
 from agentloop._core.messages import ContentBlock, Message, Usage
 from agentloop._core.model import AsyncModel, Model, ModelRequest, ModelResponse
@@ -226,7 +235,7 @@ class _TranscriptRenderer(BlockRenderer[str]):
         return line
 
     def tool_use(self, name: str, tool_input: Any, call_id: str, block: Block) -> str:
-        what = "ran server tool" if block.get("type") != "tool_use" else "called tool"
+        what = "called tool" if is_tool_use(block) else "ran server tool"
         arguments = to_json(shorten_values(tool_input, self.limit))
         return f"{self.speaker} {what} {name} [{call_id}]: {arguments}"
 
@@ -261,9 +270,9 @@ class _TranscriptRenderer(BlockRenderer[str]):
         title = block.get("title") or "untitled"
         source = block.get("source")
         body = ""
-        if isinstance(source, dict) and source.get("type") == "text":
+        if source_kind(source) == "text" and isinstance(source, dict):
             body = "\n" + shorten(str(source.get("data", "")), self.limit)
-        elif isinstance(source, dict) and source.get("type") == "url":
+        elif source_kind(source) == "url" and isinstance(source, dict):
             body = f" at {source.get('url')}"
         return f"{self.speaker}: [document {title!r} ({_source_kind(block)})]{body}"
 
@@ -278,7 +287,7 @@ class _TranscriptRenderer(BlockRenderer[str]):
 def _source_kind(block: Block) -> str:
     source = block.get("source")
     if isinstance(source, dict):
-        return str(source.get("media_type") or source.get("type") or "unknown source")
+        return media_description(source) or "unknown source"
     return "no source"
 
 
@@ -457,7 +466,7 @@ def digest(head: Sequence[Message], *, reason: str, previous: str | None = None)
         if message.role == "assistant" and message.text.strip():
             last_text = message.text.strip()
         for block in message.content:
-            if block.get("type") == "tool_use":
+            if is_tool_use(block):
                 name = str(block.get("name", "?"))
                 tools[name] = tools.get(name, 0) + 1
                 path = _path_of(block.get("input"))
@@ -466,7 +475,7 @@ def digest(head: Sequence[Message], *, reason: str, previous: str | None = None)
                     target = files_changed if changed else files_read
                     if path not in target:
                         target.append(path)
-            elif block.get("type") == "tool_result" and block.get("is_error"):
+            elif is_tool_result(block) and block.get("is_error"):
                 first = tool_result_text(block).strip().splitlines()
                 errors.append(shorten(first[0] if first else "(no message)", 300))
     lines = [f"(Built without a model: {reason}.)", ""]
