@@ -40,6 +40,8 @@ def _summary_to_dict(info: SummaryInfo) -> dict[str, Any]:
         "pinned": [_message_to_dict(m) for m in info.pinned],
         "request": None if info.request is None else _message_to_dict(info.request),
         "replaced_count": info.replaced_count,
+        "replaced_here": info.replaced_here,
+        "parent_count": info.parent_count,
     }
 
 
@@ -59,6 +61,8 @@ def _summary_from_dict(data: dict[str, Any]) -> SummaryInfo:
         pinned=tuple(_message_from_dict(m) for m in data.get("pinned", ())),
         request=None if request is None else _message_from_dict(request),
         replaced_count=int(data.get("replaced_count", 0)),
+        replaced_here=int(data.get("replaced_here", 0)),
+        parent_count=int(data.get("parent_count", 0)),
     )
 
 

@@ -151,6 +151,11 @@ class SummaryInfo:
     """The latest user request, carried verbatim when it fell inside the compacted part."""
     replaced_count: int = 0
     """How many original messages this prefix stands for, across all compactions."""
+    replaced_here: int = 0
+    """How many of the parent session's messages the compaction that made it replaced."""
+    parent_count: int = 0
+    """How many messages the parent session held (the compaction notice's figure; 0: a prefix
+    from before this was recorded)."""
 
 
 @dataclass(frozen=True, slots=True)

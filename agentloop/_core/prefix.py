@@ -29,14 +29,22 @@ from agentloop._core.messages import ContentBlock, Message, PrefixParam, Summary
 from agentloop._core.shorten import cut_middle
 
 SUMMARY_INTRO = (
-    "This conversation was compacted to fit the context window: the {count} earlier messages "
-    "were replaced by the summary below. The complete original history is kept in the parent "
-    "session; when a search_history tool is offered, use it to look up any earlier detail the "
-    "summary leaves out instead of guessing."
+    "This conversation was compacted to fit the context window: {replaced} were replaced by the "
+    "summary below. The complete original history is kept in the parent session; when a "
+    "search_history tool is offered, use it to look up any earlier detail the summary leaves "
+    "out instead of guessing."
 )
+# The parent's figure is the compaction notice's ("Conversation compacted: 7 messages → ..."),
+# so the model, the user and the stored record speak of the same messages.
+_REPLACED = "the earliest {here} of the parent session's {parent} messages"
+_IN_ALL = " ({count} original messages in all, across earlier compactions)"
+_OLD_REPLACED = "the {count} earlier messages"  # a prefix written before the parent was recorded
 _INTRO = re.compile(
-    r"^This conversation was compacted to fit the context window: the (\d+) earlier messages "
-    r"were replaced by the summary below\..*?<summary>\n(.*)\n</summary>$",
+    r"^This conversation was compacted to fit the context window: "
+    r"(?:the (?P<old>\d+) earlier messages|the earliest (?P<here>\d+) of the parent session's "
+    r"(?P<parent>\d+) messages"
+    r"(?: \((?P<all>\d+) original messages in all, across earlier compactions\))?) "
+    r"were replaced by the summary below\..*?<summary>\n(?P<text>.*)\n</summary>$",
     re.S,
 )
 STATE_OPEN = "<preserved-state>"
@@ -122,17 +130,30 @@ def build_prefix(
     request: Message | None,
     state: str,
     replaced_count: int,
+    replaced_here: int = 0,
+    parent_count: int = 0,
 ) -> Message:
     """The user message that opens a compacted conversation: the structure, and its blocks."""
     info = SummaryInfo(
-        text=text, pinned=tuple(pinned), request=request, replaced_count=replaced_count
+        text=text,
+        pinned=tuple(pinned),
+        request=request,
+        replaced_count=replaced_count,
+        replaced_here=replaced_here,
+        parent_count=parent_count,
     )
     return Message("user", render_prefix(info, state), summary=info)
 
 
 def render_prefix(info: SummaryInfo, state: str = "") -> tuple[ContentBlock, ...]:
     """The blocks the API reads for a prefix: ``info`` (and the preserved state) as text."""
-    intro = SUMMARY_INTRO.format(count=info.replaced_count)
+    if info.parent_count:
+        replaced = _REPLACED.format(here=info.replaced_here, parent=info.parent_count)
+        if info.replaced_count != info.replaced_here:
+            replaced += _IN_ALL.format(count=info.replaced_count)
+    else:
+        replaced = _OLD_REPLACED.format(count=info.replaced_count)
+    intro = SUMMARY_INTRO.format(replaced=replaced)
     summary = f"\n\n<summary>\n{info.text.strip() or '(empty)'}\n</summary>"
     blocks: list[ContentBlock] = [dict(text_block(intro + summary))]
     if state.strip():
@@ -184,13 +205,15 @@ def _read_rendered_prefix(message: Message) -> SummaryInfo | None:
             pinned[-1][1].append(dict(block))
         # before the pinned messages: the state block and the pinned heading, not content
     return SummaryInfo(
-        text=match.group(2),
+        text=match["text"],
         pinned=tuple(
             Message("user" if role == "user" else "assistant", tuple(blocks), pinned=True)
             for role, blocks in pinned
         ),
         request=Message.user(request_blocks) if request_blocks else None,
-        replaced_count=int(match.group(1)),
+        replaced_count=int(match["old"] or match["all"] or match["here"]),
+        replaced_here=int(match["here"] or 0),
+        parent_count=int(match["parent"] or 0),
     )
 
 

@@ -126,6 +126,8 @@ def with_state(messages: list[Message], state: str) -> list[Message]:
             request=info.request,
             state=state,
             replaced_count=info.replaced_count,
+            replaced_here=info.replaced_here,
+            parent_count=info.parent_count,
         )
         return [rebuilt, *messages[1:]]
     blocks = [b for b in first.content if not str(b.get("text", "")).startswith(STATE_OPEN)]
@@ -153,7 +155,13 @@ def assemble(
     before = previous_summary(messages)
     replaced = split.tail_start + (before.replaced_count - 1 if before else 0)
     prefix = build_prefix(
-        text, pinned=pinned, request=request, state=state, replaced_count=replaced
+        text,
+        pinned=pinned,
+        request=request,
+        state=state,
+        replaced_count=replaced,
+        replaced_here=split.tail_start,
+        parent_count=len(messages),
     )
     tail = split.tail(messages)
     if prune_tail:
