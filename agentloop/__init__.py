@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from agentloop._core.cache import with_cache_breakpoints
     from agentloop._core.compaction_core import CompactionSettings
     from agentloop._core.context import CompactionDecision, ContextUsage
+    from agentloop._core.cut_and_prune import choose_tail_start, prune_tool_outputs
     from agentloop._core.messages import (
         Message,
         MessageParam,
@@ -37,7 +38,6 @@ if TYPE_CHECKING:
         CompactionSummary,
         CompactionTransition,
     )
-    from agentloop._core.strategies import choose_tail_start, prune_tool_outputs
     from agentloop._core.tool import FunctionTool, Tool, ToolResult
     from agentloop._core.validation import validate_threshold
     from agentloop._errors import (
@@ -88,9 +88,9 @@ _EXPORTS: dict[str, str] = {
     "Usage": "agentloop._core.messages",
     "as_messages": "agentloop._core.prefix",
     "message_from_response": "agentloop._adapters.anthropic",
-    "choose_tail_start": "agentloop._core.strategies",
+    "choose_tail_start": "agentloop._core.cut_and_prune",
     "is_safe_boundary": "agentloop._core.messages",
-    "prune_tool_outputs": "agentloop._core.strategies",
+    "prune_tool_outputs": "agentloop._core.cut_and_prune",
     "recent_files_hook": "agentloop._agent.recent_files",
     "search_history_tool": "agentloop._agent.search_history",
     "to_params": "agentloop._core.messages",

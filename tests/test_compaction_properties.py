@@ -23,6 +23,14 @@ from strategies_histories import (
 
 from agentloop._core.blocks import tool_result_text
 from agentloop._core.compaction_core import STRATEGIES, CompactionSettings
+from agentloop._core.cut_and_prune import (
+    PRUNED_MARKER,
+    PRUNED_VALUE,
+    assemble,
+    choose_tail_start,
+    prune_tool_outputs,
+    window_note,
+)
 from agentloop._core.messages import (
     ContentBlock,
     Message,
@@ -31,14 +39,6 @@ from agentloop._core.messages import (
     validate_messages,
 )
 from agentloop._core.preserved_state import PreservedStateHook
-from agentloop._core.strategies import (
-    PRUNED_MARKER,
-    PRUNED_VALUE,
-    assemble,
-    choose_tail_start,
-    prune_tool_outputs,
-    window_note,
-)
 from agentloop._loop.conversation_compacter import ConversationCompacter
 
 WINDOW = 3_000

@@ -15,10 +15,10 @@ from dataclasses import replace
 from typing import Any
 
 from agentloop._core.context import CompactionDecision
+from agentloop._core.cut_and_prune import carried_items
 from agentloop._core.effects import RunHooks, Steps, perform
 from agentloop._core.messages import Message
 from agentloop._core.results import CompactionPlan
-from agentloop._core.strategies import carried_items
 from agentloop._core.strategy import Budget, Built, Meter, PreviewJob, cut_points
 
 ESTIMATE_ERROR = 0.15

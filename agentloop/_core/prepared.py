@@ -20,10 +20,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentloop._core.context import CompactionDecision
+from agentloop._core.cut_and_prune import Split
 from agentloop._core.messages import Message, Usage, is_safe_boundary
 from agentloop._core.model import ModelRequest, ModelResponse
 from agentloop._core.settings import CompactionSettings
-from agentloop._core.strategies import Split
 from agentloop._core.summary import (
     NotASummary,
     continuing_summary_request,

@@ -33,6 +33,7 @@ from dataclasses import replace
 
 from agentloop._core.blocks import is_compaction
 from agentloop._core.context import CompactionDecision, ContextUsage
+from agentloop._core.cut_and_prune import prune_tool_outputs
 from agentloop._core.effects import CountTokens, NewSessionId, ReadClock, Steps, perform
 from agentloop._core.messages import (
     COMPACTION,
@@ -43,7 +44,6 @@ from agentloop._core.messages import (
 )
 from agentloop._core.model import ModelRequest, ModelResponse, ServerCompaction
 from agentloop._core.results import CompactionOutcome, CompactionSummary, CompactionTransition
-from agentloop._core.strategies import prune_tool_outputs
 from agentloop._core.strategy import Meter
 from agentloop._core.summary import SUMMARIZER_SYSTEM
 from agentloop._errors import ModelError

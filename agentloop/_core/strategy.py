@@ -17,12 +17,12 @@ from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from agentloop._core.context import CompactionDecision, ContextUsage, breaker_margin
+from agentloop._core.cut_and_prune import Split, assemble, choose_tail_start
 from agentloop._core.effects import CountTokens, Steps, perform
 from agentloop._core.messages import Message, Usage, validate_messages
 from agentloop._core.model import AsyncModel, Model, ModelRequest, ServerCompaction
 from agentloop._core.preserved_state import PreservedStateHook
 from agentloop._core.settings import CompactionSettings, register_name
-from agentloop._core.strategies import Split, assemble, choose_tail_start
 from agentloop._core.summary import condense_steps
 from agentloop._core.whole_summary import whole_summary_steps
 from agentloop._errors import ConfigurationError

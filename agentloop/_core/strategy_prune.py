@@ -3,8 +3,8 @@ message stays (the conversation keeps its shape), the newest exchange is untouch
 
 from __future__ import annotations
 
+from agentloop._core.cut_and_prune import prune_tool_outputs, with_state
 from agentloop._core.effects import Steps
-from agentloop._core.strategies import prune_tool_outputs, with_state
 from agentloop._core.strategy import BaseStrategy, Built, Job
 
 NOTHING_TO_PRUNE = "nothing to prune: no old tool output, input or image is large enough"

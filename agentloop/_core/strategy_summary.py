@@ -5,8 +5,8 @@ too long for the compaction to help is asked for once more, shorter."""
 
 from __future__ import annotations
 
+from agentloop._core.cut_and_prune import Split
 from agentloop._core.effects import Steps
-from agentloop._core.strategies import Split
 from agentloop._core.strategy import BaseStrategy, Built, Job, levels_steps
 from agentloop._core.summary import digest
 from agentloop._core.whole_summary import previous_text

@@ -3,9 +3,9 @@ call. ``window_messages`` caps the tail by count (else the tail's token budget).
 
 from __future__ import annotations
 
+from agentloop._core.cut_and_prune import window_note
 from agentloop._core.effects import Steps
 from agentloop._core.settings import CompactionSettings
-from agentloop._core.strategies import window_note
 from agentloop._core.strategy import BaseStrategy, Built, Job, levels_steps
 
 

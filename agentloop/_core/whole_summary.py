@@ -7,11 +7,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from agentloop._core.cut_and_prune import previous_summary
 from agentloop._core.effects import Steps
 from agentloop._core.messages import Message, Usage, latest_compaction_text
 from agentloop._core.model import AsyncModel, Model
 from agentloop._core.settings import CompactionSettings
-from agentloop._core.strategies import previous_summary
 from agentloop._core.summary import (
     NotASummary,
     continuing_summary_steps,
