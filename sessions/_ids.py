@@ -25,7 +25,6 @@ ID_LENGTH = 26
 MIN_PREFIX = 4
 SHORT_LENGTH = 8
 """How many characters the UI shows (all random)."""
-TIME_START = SHORT_LENGTH
 TIME_CHARS = 6
 
 EPOCH = datetime(2020, 1, 1, tzinfo=UTC)
@@ -54,15 +53,6 @@ def new_session_id(now: datetime | None = None, rand: Callable[[int], bytes] | N
     random_value = int.from_bytes(random_bytes, "big") & ((1 << _RANDOM_BITS) - 1)
     randoms = _encode(random_value, _RANDOM_CHARS)
     return randoms[:SHORT_LENGTH] + _encode(seconds, TIME_CHARS) + randoms[SHORT_LENGTH:]
-
-
-def id_timestamp(session_id: str) -> datetime:
-    """The creation second encoded in a full id of the current layout (for diagnostics only:
-    the stored ``created_at`` is what orders sessions)."""
-    value = 0
-    for char in validate_session_id(session_id)[TIME_START : TIME_START + TIME_CHARS]:
-        value = value * 32 + ALPHABET.index(char)
-    return datetime.fromtimestamp(EPOCH.timestamp() + value, UTC)
 
 
 def _describe(ref: object) -> str:

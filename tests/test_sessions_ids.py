@@ -15,7 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from sessions import InvalidSessionIdError, new_session_id, validate_session_ref
-from sessions._ids import ALPHABET, EPOCH, id_timestamp, validate_session_id
+from sessions._ids import ALPHABET, EPOCH, SHORT_LENGTH, TIME_CHARS, validate_session_id
 
 ID_RE = re.compile(r"[0-9a-hjkmnp-tv-z]{26}")
 
@@ -23,6 +23,14 @@ ID_RE = re.compile(r"[0-9a-hjkmnp-tv-z]{26}")
 def test_new_id_is_26_lowercase_crockford_characters() -> None:
     for _ in range(200):
         assert ID_RE.fullmatch(new_session_id())
+
+
+def id_timestamp(session_id: str) -> datetime:
+    """The creation second a full id encodes (the layout read back, as only this test needs)."""
+    value = 0
+    for char in validate_session_id(session_id)[SHORT_LENGTH : SHORT_LENGTH + TIME_CHARS]:
+        value = value * 32 + ALPHABET.index(char)
+    return datetime.fromtimestamp(EPOCH.timestamp() + value, UTC)
 
 
 def test_layout_random_then_seconds_since_2020_then_random() -> None:

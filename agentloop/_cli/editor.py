@@ -248,7 +248,7 @@ def _prompt_session(
         key_bindings=bindings,
         output=create_output(stdout=output),
         placeholder=placeholder,
-        prompt_continuation=lambda width, line, wrap: " " * width,
+        prompt_continuation=lambda width, _line, _wrap: " " * width,
         style=_style(),
     )
 
