@@ -25,7 +25,10 @@ from typing import Any, Literal, TypeAlias
 from agentloop._core.validation import DEFAULT_MAX_TOKENS, positive_int, validate_window
 from agentloop._errors import ConfigurationError
 
-LimitsSource: TypeAlias = Literal["override", "models_api", "cache", "builtin", "default"]
+LimitsSource: TypeAlias = Literal[
+    "override", "session", "models_api", "cache", "builtin", "default"
+]
+"""Where limits came from; ``session``: the ``--context-window`` a resumed session started with."""
 Fetch: TypeAlias = Callable[[str], tuple[int | None, int | None]]
 """Asks the Models API for ``(max_input_tokens, max_tokens)`` of a model; may raise."""
 

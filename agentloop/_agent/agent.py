@@ -31,7 +31,7 @@ from agentloop._core.preserved_state import PreservedStateHook
 from agentloop._core.results import CompactionOutcome, CompactionPlan, CompactionTransition
 from agentloop._core.tool import ToolResult
 from agentloop._core.validation import DEFAULT_MAX_TOKENS
-from agentloop._errors import AgentloopError, StoreWriteError
+from agentloop._errors import StoreWriteError
 from agentloop._loop.agent_loop import AgentLoop, LoopEvents, TurnResult
 from agentloop._loop.conversation_compacter import ConversationCompacter
 from agentloop._loop.status import CompactionStatus, compaction_status
@@ -349,15 +349,24 @@ class CodingAgent:
         self.save_state()
         return fork
 
-    def undo_compaction(self) -> str:
+    def undo_compaction(self) -> tuple[str, int]:
         """Undo the compaction this session came from: continue in a new branch from the
-        uncompacted parent (the compacted session stays as it was). Returns the new id."""
-        parent = self.store.get_session(self.session_id).parent_id
-        if parent is None:
-            raise AgentloopError(
-                f"session {self.session_id[:8]} did not come from a compaction: nothing to undo"
-            )
-        return self.fork(parent)
+        uncompacted parent, with what was said since the compaction (the compacted session
+        stays as it was); automatic compaction then waits until the context has grown. Returns
+        the new id and how many messages from after the compaction it kept."""
+        from agentloop._adapters.records import from_record
+        from agentloop._adapters.undo_branch import NothingToUndoError, undo_branch
+
+        if not self.loop.saved:
+            raise NothingToUndoError("nothing to undo: this conversation was never compacted")
+        self.loop.flush()
+        branch, kept = undo_branch(self.store, self.session_id)
+        self.loop.switch(branch, [from_record(r) for r in self.store.get_messages(branch)])
+        self.save_state()
+        decision = self.loop.context()
+        if decision is not None:  # past the trigger: not compacted again at the next message
+            self.compacter.hold(decision.usage.tokens)
+        return branch, kept
 
     def compact(self, instructions: str | None = None) -> CompactionOutcome | None:
         try:

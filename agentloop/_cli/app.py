@@ -24,16 +24,13 @@ if TYPE_CHECKING:
     from agentloop._adapters.windows import Fetch, ModelLimits
     from agentloop._agent.agent import CodingAgent
     from agentloop._cli.printmode import OutputFormat
-    from agentloop._cli.resume import Start
+    from agentloop._cli.resume import Picker, Start
     from agentloop._cli.store_access import SessionLeaseKeeper
     from agentloop._cli.terminal import TerminalInput
     from agentloop._cli.ui import TerminalUI
     from agentloop._core.model import AsyncModel, Model
     from agentloop._core.settings import StrategyName
     from agentloop._sessions import SessionStore
-
-MIN_CONVERSATION_TOKENS = 1_000
-"""Room a window must leave beside the system prompt and tools for the conversation itself."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +47,8 @@ class AgentOptions:
     """A session id or unique prefix to continue at its newest descendant."""
     continue_latest: bool = False
     """Continue the latest conversation of the workspace (at its newest descendant)."""
+    pick: bool = False
+    """``-r`` without an id: on a terminal, choose among the recent conversations here."""
     prompt: str | None = None
     """The first message (``-p``: the only one)."""
     print_mode: bool = False
@@ -216,6 +215,7 @@ def _run(
     from agentloop._adapters.windows import ContextWindowResolver
     from agentloop._cli.resume import orientation, resolve_start
     from agentloop._cli.ui import indicator
+    from agentloop._cli.window_check import check_window, remember_window, remembered_window
     from agentloop._sessions import default_store_path
 
     workspace = (options.workspace or Path.cwd()).resolve()
@@ -225,23 +225,30 @@ def _run(
         resume=options.resume,
         continue_latest=options.continue_latest,
         workspace=workspace,
+        pick=_picker(options, stdin),
     )
     if start.session_id is not None and options.fork_session:
         from agentloop._adapters.records import fork_session
 
         fork = fork_session(store, start.session_id)
-        start = replace(start, session_id=fork)
-        print(f"Continuing in a new branch: session {fork[:8]}", file=sys.stderr)
+        start = replace(start, session_id=fork, forked_from=start.session_id)
+        if options.output_format != "text":  # else the orientation says it
+            print(f"Continuing in a new branch: session {fork[:8]}", file=sys.stderr)
     if start.session_id is not None:
         lease.check(start.session_id)
     resolver = ContextWindowResolver(
         fetch=fetch, cache_path=default_store_path().parent / "models.json"
     )
-    limits = resolver.resolve(options.model_name, options.context_window)
+    window = options.context_window
+    if window is None and start.session_id is not None:
+        window = remembered_window(store, start.session_id)
+    limits = resolver.resolve(options.model_name, window)
+    if window is not None and options.context_window is None:
+        limits = replace(limits, source="session")
     if limits.warning:
         print(f"agentloop: warning: {limits.warning}", file=sys.stderr)
     agent = _build_agent(options, model, store, workspace, limits, start, stdin, ui)
-    _check_window(agent, limits.context_window, limits.source)
+    check_window(agent, limits)
     lease.attach(agent)
     if start.session_id is not None:
         lease.acquire(start.session_id)
@@ -249,9 +256,7 @@ def _run(
     enabled = agent.compaction_status().enabled
     if start.session_id is not None and options.output_format == "text":
         context = indicator(agent.context(), enabled=enabled)
-        for line in orientation(
-            store, start, agent.messages, here=workspace, context_line=context
-        ):
+        for line in orientation(store, start, agent.messages, here=workspace, context_line=context):
             print(line, file=sys.stderr)
 
     def kept() -> bool:
@@ -269,6 +274,8 @@ def _run(
     finally:
         agent.close()  # nothing left running in the background (what it prepared: counted)
         _forget_if_empty(agent, store, start, kept, lease)
+        if options.context_window is not None and kept() and not agent.unsaved:
+            remember_window(store, agent.session_id, options.context_window)
     if code and options.print_mode and kept() and not agent.unsaved:
         sid = agent.session_id[:8]
         print(
@@ -290,6 +297,7 @@ def _build_agent(
     from agentloop._agent.agent import CodingAgent
     from agentloop._agent.shell import always_allow, never_allow
     from agentloop._core.compaction_core import CompactionSettings
+    from agentloop._core.context import reply_reserve
 
     if options.yes:
         approve: Callable[[str], bool] = always_allow
@@ -308,7 +316,7 @@ def _build_agent(
         workspace=workspace,
         store=store,
         context_window=limits.context_window,
-        max_output_tokens=limits.max_output_tokens,
+        max_output_tokens=reply_reserve(limits.context_window, limits.max_output_tokens),
         window_source=limits.source,
         settings=CompactionSettings(
             enabled=options.compaction,
@@ -361,6 +369,15 @@ def summary_instructions(options: AgentOptions, workspace: Path) -> str:
 _TERMINALS: dict[int, TerminalInput] = {}
 
 
+def _picker(options: AgentOptions, stdin: TextIO) -> Picker | None:
+    """The ``-r`` picker where someone can answer it (else ``-r`` takes the latest)."""
+    if not options.pick or options.print_mode or not stdin.isatty():
+        return None
+    from agentloop._cli.resume import terminal_picker
+
+    return terminal_picker(_terminal(stdin).read_line, sys.stderr)
+
+
 def _terminal(stdin: TextIO) -> TerminalInput:
     """One :class:`TerminalInput` per terminal (the consent and the read loop share it)."""
     from agentloop._cli.terminal import TerminalInput
@@ -369,18 +386,6 @@ def _terminal(stdin: TextIO) -> TerminalInput:
     if fd not in _TERMINALS:
         _TERMINALS[fd] = TerminalInput(fd)
     return _TERMINALS[fd]
-
-
-def _check_window(agent: CodingAgent, window: int, source: str) -> None:
-    """Refuse a window that the system prompt and tools alone (nearly) fill."""
-    fixed = agent.fixed_tokens()
-    needed = fixed + MIN_CONVERSATION_TOKENS
-    if window < needed:
-        what = "--context-window" if source == "override" else f"the context window ({source})"
-        raise ConfigurationError(
-            f"{what} of {window:,} tokens is too small: the system prompt and tool definitions "
-            f"alone take about {fixed:,}; give at least {needed:,}"
-        )
 
 
 def _interactive(
@@ -422,7 +427,15 @@ def _interactive(
             show_context=True,
             kept=kept,
         )
-        banner = f"agentloop · {agent.workspace} · /help for commands and keys"
+        from agentloop._cli.ui import start_line
+
+        decision = agent.context()
+        banner = start_line(
+            agent.model_name,
+            None if decision is None else decision.usage.window,
+            agent.compaction_status().window_source,
+            str(agent.workspace),
+        )
         print(banner, file=sys.stderr)
     else:
         repl = Repl(
@@ -438,7 +451,7 @@ def _interactive(
     if tty:
         from agentloop._cli.startup import prewarm
 
-        prewarm(tokenizer=False)
+        prewarm(tokenizer=False, renderer=ui.markdown is not None)
     code = repl.run(first)
     if agent.unsaved:
         print(

@@ -52,6 +52,8 @@ def compaction_json(transition: CompactionTransition) -> dict[str, Any]:
         "messages_after": summary.compacted_message_count,
         "tokens_before": summary.tokens_before,
         "tokens_after": summary.tokens_after,
+        "tokens_before_source": summary.tokens_before_source,
+        "tokens_after_source": summary.tokens_after_source,
     }
 
 
@@ -133,6 +135,7 @@ def result_json(
         if decision is None
         else {
             "tokens": decision.usage.tokens,
+            "tokens_source": decision.usage.source,
             "window": decision.usage.window,
             "compacts_at": decision.trigger_tokens,
         },

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 SLASH_COMMANDS: tuple[tuple[str, str], ...] = (
     ("/compact [instructions]", "compact the conversation now (instructions guide the summary)"),
-    ("/compact --dry-run", "show what a compaction would do, without doing it"),
+    ("/compact --dry-run", "preview a compaction (and its instructions); writes nothing"),
     ("/undo-compaction", "continue from before the last compaction, in a new branch"),
     ("/context", "context usage, where compaction triggers, the window and its source"),
     ("/cost", "tokens and price of this session and of the whole conversation"),
@@ -41,14 +41,27 @@ KEYS_HELP = (
     "Keys: Enter sends · \\ then Enter, or Alt-Enter: a new line · a paste is one message\n"
     "      ↑ history · Ctrl-C clears the line (twice on an empty line: quit) · Ctrl-D quits"
 )
-HELP_TEXT = (
-    "Commands:\n"
-    + "\n".join(f"  {usage:<23}  {text}" for usage, text in SLASH_COMMANDS)
-    + "\n"
-    + KEYS_HELP
-    + "\n"
-    + TOOLS_HELP
+KEY_ITEMS = (
+    "Enter sends",
+    "\\ then Enter, or Alt-Enter: a new line",
+    "a paste is one message (a long one shows as [pasted N lines])",
+    "↑ history",
+    "Ctrl-C clears the line (twice on an empty line: quit)",
+    "Ctrl-D quits",
+    "Ctrl-C while the agent works: interrupt",
 )
+
+
+def help_text(width: int | None) -> str:
+    """``/help``, wrapped to ``width`` terminal cells (None: unwrapped)."""
+    from agentloop._cli.cells import joined, paragraph, two_columns
+
+    lines = ["Commands:", *two_columns(SLASH_COMMANDS, width)]
+    lines += joined("Keys: ", KEY_ITEMS, width)
+    lines += paragraph(" ".join(TOOLS_HELP.split()), width)
+    return "\n".join(lines)
+
+
 EXIT_COMMANDS = frozenset({"/exit", "/quit"})
 NOT_SAVED = (
     "(not saved: the store refuses writes; what was said since the last save is in memory only, "
@@ -178,7 +191,9 @@ def slash(agent: CodingAgent, text: str) -> None:
 
 
 def _help(agent: CodingAgent, rest: str) -> None:
-    print(HELP_TEXT, file=sys.stderr)
+    from agentloop._cli.render import terminal_width
+
+    print(help_text(terminal_width(sys.stderr)), file=sys.stderr)
 
 
 def _context(agent: CodingAgent, rest: str) -> None:
@@ -197,12 +212,20 @@ def _cost(agent: CodingAgent, rest: str) -> None:
     print(cost_text(*reports, agent.session_id), file=sys.stderr)
 
 
-def _compact(agent: CodingAgent, rest: str) -> None:
-    if rest == "--dry-run":
-        from agentloop._cli.ui import plan_report
+DRY_RUN = "--dry-run"
+COMPACT_USAGE = "/compact [--dry-run] [instructions]"
 
-        plan = agent.plan()
-        print(plan_report(plan), file=sys.stderr)
+
+def _compact(agent: CodingAgent, rest: str) -> None:
+    words = rest.split()
+    # A preview never writes, wherever the flag is; anything else that looks like an option
+    # (a mistyped flag) is refused rather than sent to the summarizer as instructions.
+    if DRY_RUN in words:
+        instructions = " ".join(w for w in words if w != DRY_RUN)
+        _preview(agent, instructions)
+        return
+    if words and words[0].startswith("--"):
+        print(f"unknown option {words[0]} (usage: {COMPACT_USAGE})", file=sys.stderr)
         return
     outcome = agent.compact(rest or None)
     # A compaction that was attempted already said why it was skipped (on_compaction_skipped);
@@ -211,14 +234,58 @@ def _compact(agent: CodingAgent, rest: str) -> None:
         print(f"Nothing compacted: {outcome.decision.reason}", file=sys.stderr)
 
 
+def _preview(agent: CodingAgent, instructions: str) -> None:
+    from agentloop._cli.ui import plan_report
+
+    plan = agent.plan()
+    print(plan_report(plan), file=sys.stderr)
+    if instructions and plan.decision.compact:
+        # Instructions shape the summary's text, which only the summarizer writes: the plan
+        # (what is summarized, kept, preserved) is the same with them.
+        print(
+            f"  instructions: {instructions!r} (the summary would follow them; `/compact "
+            f"{instructions}` compacts with them)",
+            file=sys.stderr,
+        )
+
+
 def _undo_compaction(agent: CodingAgent, rest: str) -> None:
+    from agentloop._adapters.undo_branch import NothingToUndoError
+
     compacted = agent.session_id
-    fork = agent.undo_compaction()
+    try:
+        fork, kept = agent.undo_compaction()
+    except NothingToUndoError as error:  # an answer, not a failure
+        print(f"Nothing to undo: {str(error).removeprefix('nothing to undo: ')}", file=sys.stderr)
+        return
+    since = f", with the {_messages(kept)} said since it" if kept else ""
     print(
-        f"Compaction undone: continuing from before it in new session {fork[:8]} "
-        f"({len(agent.messages)} messages); {compacted[:8]} stays as it was",
+        f"Compaction undone: continuing from before it{since}, in new session {fork[:8]} "
+        f"({_messages(len(agent.messages))}); {compacted[:8]} stays as it was",
         file=sys.stderr,
     )
+    decision = agent.context()
+    if decision is None or decision.usage.tokens < decision.trigger_tokens:
+        return
+    usage = decision.usage
+    if decision.held_until is not None:
+        print(
+            f"(the context is past the trigger: automatic compaction waits until it passes "
+            f"{decision.held_until:,} tokens; /compact compacts now)",
+            file=sys.stderr,
+        )
+    else:
+        print(
+            f"(the restored conversation, about {usage.tokens:,} tokens, leaves no room for a "
+            f"reply in the {usage.window:,}-token window: your next message compacts it again)",
+            file=sys.stderr,
+        )
+
+
+def _messages(count: int) -> str:
+    from agentloop._cli.render import plural
+
+    return plural(count, "message")
 
 
 def _sessions(agent: CodingAgent, rest: str) -> None:

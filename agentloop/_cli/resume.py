@@ -6,15 +6,25 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TextIO
 
+from agentloop._cli.render import plural
 from agentloop._errors import AgentloopError
 
 if TYPE_CHECKING:
     from agentloop._core.messages import Message
-    from agentloop._sessions import SessionStore
+    from agentloop._sessions import Conversation, SessionStore
 
 EXCERPT = 100
+PICK_LIMIT = 10
+"""How many recent conversations ``-r`` without an id offers."""
+
+Picker = Callable[["Sequence[Conversation]", str], str]
+"""Shows recent conversations of a workspace and returns the chosen one's session id."""
+
+
+class NothingChosen(AgentloopError):
+    """The user left the ``-r`` picker without choosing."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,17 +35,34 @@ class Start:
     requested_id: str | None = None
     workspace: str | None = None
     """The workspace the resumed session ran in."""
+    forked_from: str | None = None
+    """With ``--fork-session``: the session ``session_id`` is a new branch of."""
 
 
 def resolve_start(
-    store: SessionStore, *, resume: str | None, continue_latest: bool, workspace: Path
+    store: SessionStore,
+    *,
+    resume: str | None,
+    continue_latest: bool,
+    workspace: Path,
+    pick: Picker | None = None,
 ) -> Start:
-    """``--resume ID`` or ``--continue``: the newest descendant of that conversation."""
-    from agentloop._cli.store_access import latest_conversation
+    """``--resume ID`` or ``--continue``: the newest descendant of that conversation;
+    ``pick`` (``-r`` without an id, on a terminal) lets the user choose a recent one."""
+    from agentloop._cli.store_access import latest_conversation, list_conversations
     from agentloop._sessions import workspace_key
 
     if resume is not None:
         requested = store.resolve_id(resume)
+    elif continue_latest and pick is not None:
+        recent = [
+            c
+            for c in list_conversations(store, workspace=workspace_key(workspace), limit=50)
+            if c.head.message_count > 0
+        ][:PICK_LIMIT]
+        if not recent:
+            raise AgentloopError(f"no session to resume in {workspace}")
+        requested = pick(recent, str(workspace))
     elif continue_latest:
         latest = latest_conversation(store, workspace_key(workspace))
         if latest is None:
@@ -48,12 +75,13 @@ def resolve_start(
 
 
 def _text(message: Message) -> str:
-    parts = [str(block.get("text", "")) for block in message.content if block.get("type") == "text"]
-    return " ".join(" ".join(parts).split())
+    return " ".join(message.text.split())
 
 
 def _cut(text: str, width: int = EXCERPT) -> str:
-    return text if len(text) <= width else text[: width - 1] + "…"
+    from agentloop._cli.cells import cut_cells  # in display cells: CJK and emoji take two
+
+    return cut_cells(text, width)
 
 
 def _asked(messages: Sequence[Message]) -> str:
@@ -97,11 +125,18 @@ def orientation(
     """What a resumed run prints first: where it continues, the last exchange, the context
     figure, and a warning when the session ran elsewhere."""
     assert start.session_id is not None
-    head = start.session_id
-    first = f"Resuming session {head[:8]} ({len(messages)} messages)"
+    # A fork continues its source: where it stands in the lineage, and what came before it,
+    # are the source's (the fork itself is a branch, not a compaction).
+    head = start.forked_from or start.session_id
+    first = f"Resuming session {head[:8]} ({plural(len(messages), 'message')})"
+    if start.forked_from is not None:
+        first = (
+            f"Continuing in a new branch: session {start.session_id[:8]} "
+            f"({plural(len(messages), 'message')}) from session {head[:8]}, which stays as it was"
+        )
     if start.requested_id is not None and start.requested_id != head:
         generations = len(store.ancestors(head)) - len(store.ancestors(start.requested_id))
-        later = f"{generations} generation{'s' if generations != 1 else ''} later"
+        later = f"{plural(generations, 'generation')} later"
         first += (
             f" — {start.requested_id[:8]} was compacted; continuing at its newest "
             f"descendant ({later})"
@@ -131,3 +166,55 @@ def orientation(
                 f"(cd there to work on that project)"
             )
     return lines
+
+
+def terminal_picker(read_line: Callable[[], str], screen: TextIO) -> Picker:
+    """The ``-r`` picker on a terminal: a numbered table of recent conversations on
+    ``screen``, then a number (Enter: the first) read with ``read_line``."""
+
+    def pick(recent: Sequence[Conversation], workspace: str) -> str:
+        from datetime import UTC, datetime
+
+        from agentloop._cli.render import Column, ago, fit_table, home_short, one_line
+        from agentloop._cli.render import terminal_width as width_of
+
+        now = datetime.now(UTC)
+        columns = [
+            Column("#", right=True),
+            Column("UPDATED"),
+            Column("ID"),
+            Column("MSGS", right=True),
+            Column("TITLE", flex=True, min_width=12),
+        ]
+        rows = [
+            [
+                str(number),
+                ago(c.updated_at, now),
+                c.head.id[:8],
+                f"{c.head.message_count:,}",
+                one_line(c.head.title) if c.head.title else "-",
+            ]
+            for number, c in enumerate(recent, start=1)
+        ]
+        screen.write(f"Recent conversations in {home_short(workspace)}:\n")
+        for line in fit_table(columns, rows, width_of(screen)):
+            screen.write(f"  {line}\n")
+        while True:
+            screen.write(f"Resume which? [1-{len(recent)}, Enter: 1, q: none] ")
+            screen.flush()
+            try:
+                answer = read_line().strip().lower()
+            except EOFError:
+                answer = "q"
+            if answer in ("q", "quit", "n"):
+                raise NothingChosen("no session resumed (none chosen)")
+            if not answer:
+                return recent[0].head.id
+            if answer.isdigit() and 1 <= int(answer) <= len(recent):
+                return recent[int(answer) - 1].head.id
+            chosen = [c for c in recent if c.head.id.startswith(answer)]
+            if len(chosen) == 1:
+                return chosen[0].head.id
+            screen.write(f"  {answer!r} is none of them; give a number from the list\n")
+
+    return pick

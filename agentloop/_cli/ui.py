@@ -5,11 +5,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, TextIO
 
+from agentloop._cli.render import home_short, plural
 from agentloop._cli.spinner import Spinner
+from agentloop._core.figures import percent_figure, token_figure
 from agentloop._loop.agent_loop import LoopEvents
 
 if TYPE_CHECKING:
     from agentloop._agent.agent import CodingAgent
+    from agentloop._cli.reply_markdown import MarkdownStream
     from agentloop._core.context import CompactionDecision
     from agentloop._core.messages import Usage
     from agentloop._core.model import ModelResponse
@@ -19,6 +22,18 @@ if TYPE_CHECKING:
 
 THINKING = "Thinking…"
 COMPACTING = "Compacting conversation…"
+WRITING = "Writing…"
+_WINDOW_SOURCES = {
+    "override": " (--context-window)",
+    "session": " (--context-window, kept from this conversation's start)",
+    "default": " (a guess: unknown model)",
+}
+
+
+def start_line(model: str, window: int | None, source: str, workspace: str) -> str:
+    """The first line of an interactive run: the model, its context window, the workspace."""
+    size = "" if window is None else f" · {window:,}-token window{_WINDOW_SOURCES.get(source, '')}"
+    return f"agentloop · {model}{size} · {home_short(workspace)} · /help for commands and keys"
 
 
 def notice(transition: CompactionTransition) -> str:
@@ -28,13 +43,20 @@ def notice(transition: CompactionTransition) -> str:
     before = _figure(summary.tokens_before, summary.tokens_before_source)
     after = _figure(summary.tokens_after, summary.tokens_after_source)
     return (
-        f"Conversation compacted: {summary.original_message_count} messages → new session "
-        f"{transition.new_session_id[:8]} ({before} → {after} tokens)"
+        f"Conversation compacted: {plural(summary.original_message_count, 'message')} → new "
+        f"session {transition.new_session_id[:8]} ({before} → {after} tokens)"
     )
 
 
 def _figure(tokens: int, source: str) -> str:
-    return f"{tokens:,}" if source == "api" else f"~{tokens:,}"
+    return token_figure(tokens, source)  # the one rule every surface follows
+
+
+def _isatty(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
 
 
 class TerminalUI(LoopEvents):
@@ -52,6 +74,12 @@ class TerminalUI(LoopEvents):
         self.tty = tty
         self.stream = stream
         self.spinner = Spinner(err, enabled=tty)
+        self.markdown: MarkdownStream | None = None
+        """Replies drawn as Markdown: only on a terminal (piped, the text stays as it came)."""
+        if stream and _isatty(out):
+            from agentloop._cli.reply_markdown import MarkdownStream
+
+            self.markdown = MarkdownStream(out, self.spinner.stop)
         self.replies = 0
         """How many model replies were received (a run whose model never answered stores
         nothing worth keeping)."""
@@ -84,6 +112,11 @@ class TerminalUI(LoopEvents):
     def on_text(self, delta: str) -> None:
         if not self.stream:
             return
+        if self.markdown is not None:
+            self.markdown.feed(delta)  # a block is drawn once complete
+            if self.markdown.pending and not self.spinner.running:
+                self.spinner.start(WRITING)  # the rest of a block is on its way
+            return
         self.spinner.stop()
         self._wrote_text = True  # first: a Ctrl-C during the write still ends the line later
         self.out.write(delta)
@@ -115,6 +148,8 @@ class TerminalUI(LoopEvents):
         if result.is_error:
             first = result.content.strip().splitlines()[0] if result.content.strip() else "error"
             self._say(f"    ✗ {first[:160]}")
+        elif diff := getattr(result, "diff", ""):  # write_file, edit_file: what changed
+            self._say(change_lines(str(diff), color=self.tty))
         # The next model call starts now.
         self.spinner.start(THINKING)
 
@@ -148,10 +183,27 @@ class TerminalUI(LoopEvents):
         self.err.flush()
 
     def _end_line(self) -> None:
+        if self.markdown is not None:
+            self.markdown.finish()
         if self._wrote_text:
             self.out.write("\n")
             self.out.flush()
             self._wrote_text = False
+
+
+_DIFF_COLORS = {"+": "\033[32m", "-": "\033[31m"}
+
+
+def change_lines(diff: str, *, color: bool) -> str:
+    """A file tool's compact diff under its tool line; added lines green, removed red."""
+    head, *lines = diff.split("\n")
+    out = [f"    ⎿ {head}"]
+    for line in lines:
+        mark = line[6:7]
+        if color and mark in _DIFF_COLORS:
+            line = f"{_DIFF_COLORS[mark]}{line}\033[0m"
+        out.append(f"    {line}")
+    return "\n".join(out)
 
 
 def indicator(decision: CompactionDecision | None, *, enabled: bool) -> str:
@@ -160,15 +212,19 @@ def indicator(decision: CompactionDecision | None, *, enabled: bool) -> str:
         return ""
     window = decision.usage.window
     used = decision.usage.fraction
+    shown = percent_figure(used, decision.usage.source)
     if not enabled:
-        return f"context {used:.0%} · automatic compaction off"
-    return f"context {used:.0%} · compacts at {decision.trigger_tokens / window:.0%}"
+        return f"context {shown} · automatic compaction off"
+    line = f"context {shown} · compacts at {decision.trigger_tokens / window:.0%}"
+    if decision.held_until is not None:  # past the trigger, and why it did not compact
+        line += f" · paused until {decision.held_until / window:.0%}: {decision.held_because}"
+    return line
 
 
 def context_report(agent: CodingAgent) -> str:
     """The ``/context`` report: usage, trigger, decision, window, calibration, session."""
 
-    session = f"Session: {agent.session_id} ({len(agent.messages)} messages)"
+    session = f"Session: {agent.session_id} ({plural(len(agent.messages), 'message')})"
     decision = agent.context()
     if decision is None:
         return session
@@ -176,8 +232,8 @@ def context_report(agent: CodingAgent) -> str:
     status = agent.compaction_status()
     calibration = status.calibration
     lines = [
-        f"Context: {usage.tokens:,} / {usage.window:,} tokens ({usage.fraction:.0%}), "
-        f"measured from {usage.source}",
+        f"Context: {_figure(usage.tokens, usage.source)} / {usage.window:,} tokens "
+        f"({percent_figure(usage.fraction, usage.source)}), measured from {usage.source}",
         f"Compaction: triggers at {decision.trigger_tokens:,} tokens "
         f"({decision.trigger_tokens / usage.window:.0%}; threshold {decision.threshold:.0%})"
         + ("" if status.enabled else " — automatic compaction is disabled"),
@@ -188,14 +244,14 @@ def context_report(agent: CodingAgent) -> str:
     if calibration is not None:
         lines.append(
             f"Calibration: API tokens ≈ {calibration.ratio:.2f} × local estimate + "
-            f"{calibration.per_message:.0f} per message ({calibration.samples} samples)"
+            f"{calibration.per_message:.0f} per message ({plural(calibration.samples, 'sample')})"
         )
     lines += agent.context_notes()
     lines += _preparation_lines(status)
     standing = status.standing_instructions
     if standing:
         first = standing.splitlines()[0]
-        lines.append(f"Summary instructions ({len(standing):,} characters): {first[:80]}")
+        lines.append(f"Summary instructions ({plural(len(standing), 'character')}): {first[:80]}")
     lines.append(session)
     return "\n".join(lines)
 
@@ -208,7 +264,9 @@ def _preparation_lines(status: CompactionStatus) -> list[str]:
     done = status.preparation
     covered = status.prepared_messages
     state = (
-        f"one is ready, covering {covered} messages" if covered is not None else "none is ready yet"
+        f"one is ready, covering {plural(covered, 'message')}"
+        if covered is not None
+        else "none is ready yet"
     )
     line = f"Summaries: prepared in the background past {mark:,} tokens; {state}"
     counts = [
@@ -241,24 +299,33 @@ def plan_report(plan: CompactionPlan) -> str:
     lines.append(f"  strategy: {plan.strategy}")
     if plan.summarized_messages:
         size = f"~{plan.summarized_tokens:,} tokens"
-        lines.append(f"  summarized: {plan.summarized_messages} messages ({size})")
+        what = "dropped" if plan.strategy == "sliding_window" else "summarized"
+        lines.append(f"  {what}: {plural(plan.summarized_messages, 'message')} ({size})")
     if plan.pruned_messages:
         lines.append(
-            f"  pruned: {plan.pruned_messages} messages (~{plan.pruned_tokens:,} tokens saved)"
+            f"  pruned: {plural(plan.pruned_messages, 'message')} "
+            f"(~{plan.pruned_tokens:,} tokens saved)"
         )
     lines.append(
-        f"  kept verbatim: {plan.verbatim_messages} messages (~{plan.verbatim_tokens:,} tokens)"
+        f"  kept verbatim: {plural(plan.verbatim_messages, 'message')} "
+        f"(~{plan.verbatim_tokens:,} tokens)"
     )
     carried = "yes" if plan.request_carried else "no (it is in the verbatim part)"
     lines.append(
         f"  pinned messages carried: {plan.pinned_messages}; latest request carried: {carried}"
     )
-    state = [line for line in plan.preserved_state.splitlines() if line.startswith("#")]
-    lines.append(f"  preserved state: {', '.join(s.lstrip('# ') for s in state) or 'none'}")
+    lines.append(f"  preserved state: {', '.join(plan.preserved_sections) or 'none'}")
     lines += [f"  warning: {warning}" for warning in plan.warnings]
     trigger = plan.decision.trigger_tokens
+    now = plan.decision.usage
+    low, high = plan.expected_tokens_low, plan.expected_tokens_after
+    if low < high:
+        why = f"the summary, up to {plan.summary_allowance:,} tokens, is not written yet; "
+        expected = f"a range, ~{low:,} to ~{high:,} tokens ({why if plan.summary_allowance else ''}"
+    else:
+        expected = f"an estimate, ~{high:,} tokens ("
     lines.append(
-        f"  expected after: ~{plan.expected_tokens_after:,} tokens (now "
-        f"~{plan.decision.usage.tokens:,}; compaction triggers at {trigger:,})"
+        f"  expected after: {expected}now {_figure(now.tokens, now.source)}; "
+        f"compaction triggers at {trigger:,})"
     )
     return "\n".join(lines)

@@ -11,6 +11,7 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
+from agentloop._core.figures import token_figure
 from agentloop._core.messages import Message
 
 UsageSource = Literal["api", "estimate", "api+estimate"]
@@ -79,6 +80,11 @@ class CompactionDecision(BaseModel):
     usage: ContextUsage
     trigger_tokens: int
     threshold: float
+    held_until: int | None = None
+    """Set while the circuit breaker holds automatic compaction back: the context size (tokens)
+    past which it tries again."""
+    held_because: str | None = None
+    """Why the breaker holds (with ``held_until``)."""
 
 
 def last_reported_index(messages: Sequence[Message]) -> int | None:
@@ -127,14 +133,42 @@ def measure(
     )
 
 
+REPLY_SHARE = 0.15
+"""The most of the window the reply reserve takes: what the default threshold (85 %) leaves
+free, so that with default settings compaction triggers at 85 % whatever the window's size."""
+MIN_REPLY_TOKENS = 512
+"""The smallest reply reserve a window must leave (a window whose share is less is refused)."""
+BREAKER_GROWTH = 0.10
+"""After a compaction that saved too little (or could not get under the trigger), automatic
+compaction waits until the context has grown by this share of the window: one more attempt
+before the window is full, never one per turn."""
+
+BREAKER_WHY = "the last compaction saved too little"
+UNDONE_WHY = "a compaction was just undone"
+
+
+def reply_reserve(window: int, max_output_tokens: int) -> int:
+    """Tokens kept free for the reply: the reply's limit, but never more than
+    :data:`REPLY_SHARE` of the window (a small window is not eaten by a large limit)."""
+    return max(0, min(max_output_tokens, int(window * REPLY_SHARE)))
+
+
+def breaker_margin(window: int) -> int:
+    """How far the context must grow past a compaction that saved too little before automatic
+    compaction tries again."""
+    return max(1, int(window * BREAKER_GROWTH))
+
+
 def trigger_tokens(window: int, threshold: float, max_output_tokens: int) -> tuple[int, str]:
-    """Where compaction triggers: the threshold, or earlier if the reply would not fit."""
+    """Where compaction triggers: the threshold, or earlier if the reply reserve (see
+    :func:`reply_reserve`) would not fit above it."""
     at_threshold = int(window * threshold)
-    room_for_reply = window - max_output_tokens
+    reserve = reply_reserve(window, max_output_tokens)
+    room_for_reply = window - reserve
     if 0 < room_for_reply < at_threshold:
         return room_for_reply, (
             f"triggering at {room_for_reply:,} tokens instead of {at_threshold:,} "
-            f"({threshold:.0%}) so a reply of up to {max_output_tokens:,} tokens still fits"
+            f"({threshold:.0%}) so a reply of up to {reserve:,} tokens still fits"
         )
     return at_threshold, f"threshold {threshold:.0%} of {window:,} tokens"
 
@@ -150,11 +184,13 @@ def decide(
     strategy_none: bool = False,
     force: bool = False,
     breaker_until: int | None = None,
+    breaker_why: str = BREAKER_WHY,
 ) -> CompactionDecision:
     """The pure decision. ``enabled`` governs automatic compaction; ``force`` (a user's explicit
     request) compacts even when it is off. ``breaker_until`` holds back automatic compaction
     after one that saved too little, until the context has grown past that many tokens."""
     trigger, why = trigger_tokens(usage.window, threshold, max_output_tokens)
+    now = token_figure(usage.tokens, usage.source)  # `~` unless the API counted it
 
     def result(compact: bool, reason: str) -> CompactionDecision:
         return CompactionDecision(
@@ -172,11 +208,16 @@ def decide(
     if force:
         return result(True, "compaction requested")
     if usage.tokens < trigger:
-        return result(False, f"{usage.tokens:,} tokens is below the trigger ({why})")
+        return result(False, f"{now} tokens is below the trigger ({why})")
     if breaker_until is not None and usage.tokens < breaker_until:
-        return result(
-            False,
-            f"circuit breaker: the last compaction saved too little; waiting until the context "
-            f"passes {breaker_until:,} tokens (now {usage.tokens:,})",
+        return CompactionDecision(
+            compact=False,
+            reason=f"circuit breaker: {breaker_why}; waiting until the context passes "
+            f"{breaker_until:,} tokens (now {now})",
+            usage=usage,
+            trigger_tokens=trigger,
+            threshold=threshold,
+            held_until=breaker_until,
+            held_because=breaker_why,
         )
-    return result(True, f"{usage.tokens:,} tokens reached the trigger ({why})")
+    return result(True, f"{now} tokens reached the trigger ({why})")

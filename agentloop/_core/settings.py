@@ -18,6 +18,13 @@ STRATEGIES: tuple[StrategyName, ...] = (
     "server",
     "none",
 )
+_NAMES: dict[str, None] = dict.fromkeys(STRATEGIES)
+"""Every registered strategy's name (``strategy.register`` adds one)."""
+
+
+def register_name(name: str) -> None:
+    """Accept ``name`` as a strategy from now on (the registry in ``strategy.py`` calls it)."""
+    _NAMES[name] = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,10 +83,9 @@ class CompactionSettings:
             except ConfigurationError as error:
                 raise ConfigurationError(f"{error} for model {model}") from None
         object.__setattr__(self, "thresholds", thresholds)
-        if self.strategy not in STRATEGIES:
+        if self.strategy not in _NAMES:
             raise ConfigurationError(
-                f"unknown compaction strategy {self.strategy!r} "
-                f"(choose from {', '.join(STRATEGIES)})"
+                f"unknown compaction strategy {self.strategy!r} (choose from {', '.join(_NAMES)})"
             )
         for name in ("tail_fraction", "target_ratio", "min_savings"):
             value = getattr(self, name)

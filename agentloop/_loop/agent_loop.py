@@ -41,7 +41,7 @@ from agentloop._core.model import (
     ServerCompactionUnsupported,
 )
 from agentloop._core.results import CompactionOutcome, CompactionTransition
-from agentloop._core.server_compaction import server_compaction_steps, server_edit
+from agentloop._core.server_compaction import server_compaction_steps
 from agentloop._core.tool import Tool, tool_definition
 from agentloop._core.validation import DEFAULT_MAX_TOKENS
 from agentloop._errors import (
@@ -363,10 +363,7 @@ class AgentLoop:
 
     def _server_edit(self) -> ServerCompaction | None:
         """The edit a request carries when the API is to compact (strategy ``server``)."""
-        compacter = self.compacter
-        if compacter is None or compacter.settings.strategy != "server":
-            return None
-        return server_edit(compacter) if compacter.settings.enabled else None
+        return None if self.compacter is None else self.compacter.request_edit()
 
     def _check_server_compaction(self) -> None:
         """A model adapter without server-side compaction (a test double, another provider)

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from agentloop._core.context import CompactionDecision
+from agentloop._core.figures import percent_figure, token_figure
 from agentloop._core.results import CompactionTransition
 from agentloop._core.tool import ToolResult
 from agentloop._loop.conversation_compacter import ConversationCompacter
@@ -62,10 +63,14 @@ class ContextStatusTool:
         if decision is None:
             return ToolResult("context measurement is not available (no compacter)")
         usage = decision.usage
-        measured = "as the API counted it" if usage.source == "api" else "partly estimated"
+        measured = {
+            "api": "as the API counted it",
+            "api+estimate": "partly estimated",
+        }.get(usage.source, "estimated")
         lines = [
-            f"used: {usage.tokens:,} tokens ({measured})",
-            f"window: {usage.window:,} tokens ({usage.fraction:.0%} used)",
+            f"used: {token_figure(usage.tokens, usage.source)} tokens ({measured})",
+            f"window: {usage.window:,} tokens "
+            f"({percent_figure(usage.fraction, usage.source)} used)",
             f"compaction triggers at: {decision.trigger_tokens:,} tokens",
         ]
         if self.loop.compacter is not None and not self.loop.compacter.settings.enabled:
@@ -77,8 +82,10 @@ class ContextStatusTool:
             summary = last.summary
             lines.append(
                 f"last compaction: {summary.original_message_count} → "
-                f"{summary.compacted_message_count} messages, {summary.tokens_before:,} → "
-                f"{summary.tokens_after:,} tokens ({summary.strategy})"
+                f"{summary.compacted_message_count} messages, "
+                f"{token_figure(summary.tokens_before, summary.tokens_before_source)} → "
+                f"{token_figure(summary.tokens_after, summary.tokens_after_source)} tokens "
+                f"({summary.strategy})"
             )
         return ToolResult("\n".join(lines))
 
