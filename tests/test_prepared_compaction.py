@@ -59,8 +59,7 @@ def watched_loop(
     loop, script, _ = make_loop(fake_api, store, tmp_path, window=window, prepare_at=PREPARE_AT)
     watch = Watch(script)
     watch.loop = loop
-    loop.events = watch
-    loop.runtime.on_text = watch.on_text
+    loop.subscribe(watch)
     script.summary = f"## Goal\n{FIRST}\n\n## Progress\nthe requests so far were answered"
     return loop, script, watch
 

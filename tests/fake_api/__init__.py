@@ -35,6 +35,7 @@ pytest fixture.
 
 from fake_api.cache import Bill, billed_ratio
 from fake_api.counting import PDF_PAGE_TOKENS, MediaPrices, text_tokens
+from fake_api.handler import RecordedRequest
 from fake_api.media import IMAGE_TOKEN_CAP, ImageInfo, image_tokens, pdf_pages, sniff_image
 from fake_api.replies import (
     ANTHROPIC_VERSION,
@@ -63,7 +64,7 @@ from fake_api.replies import (
     unfinished_reply,
 )
 from fake_api.rules import check_request
-from fake_api.server import DEFAULT_MODELS, FakeAnthropicServer, ModelSpec, RecordedRequest
+from fake_api.server import DEFAULT_MODELS, FakeAnthropicServer, ModelSpec
 
 __all__ = [
     "ANTHROPIC_VERSION",
