@@ -92,6 +92,14 @@ def test_a_langchain_agent_compacts_twice_and_keeps_its_lineage(store: SessionSt
     assert [store.get_session(s).status for s in chain] == ["compacted"] * len(transitions) + [
         "active"
     ]
+    # Each child records where its figures came from, as the agent's own loop does: the
+    # sessions commands show them the same way (no "~" on what the API counted).
+    for transition, child in zip(transitions, chain[1:], strict=True):
+        recorded = store.get_session(child).metadata["compaction_token_sources"]
+        assert recorded == {
+            "tokens_before": transition.summary.tokens_before_source,
+            "tokens_after": transition.summary.tokens_after_source,
+        }
     # Nothing is thrown away: the root keeps the first turn verbatim, every message it had.
     root = store.get_messages(chain[0])
     assert root[0].content[0]["text"] == FIRST_TURN

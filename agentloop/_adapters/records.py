@@ -5,33 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from agentloop._core.effects import AppendMessages, CreateSession, SaveTransition
-from agentloop._core.figures import TOKEN_SOURCES, sources_metadata
+from agentloop._core.figures import TOKEN_SOURCES
 from agentloop._core.messages import Message, MessageParam, SummaryInfo, Usage
-from agentloop._core.results import CompactionSummary
+from agentloop._core.results import SUMMARY_USAGE, child_metadata
 from agentloop._sessions import Lease, NewMessage, SessionStore, StoredMessage
-
-SUMMARY_USAGE = "compaction_usage"
-"""The child session's metadata key for what the summary requests of the compaction that made
-it used (every transition sets it, so a child never inherits its parent's)."""
-
-
-def summary_usage_metadata(summary: CompactionSummary) -> dict[str, Any]:
-    """What a transition records about its summary requests, for the child's metadata: every
-    request billed since the previous compaction (those prepared in the background and thrown
-    away included, so the cost shown is the whole bill), and where its token figures came from
-    (:data:`agentloop._core.figures.TOKEN_SOURCES`: the store's compaction entry keeps only the
-    numbers)."""
-    return {
-        **sources_metadata(summary.tokens_before_source, summary.tokens_after_source),
-        SUMMARY_USAGE: {
-            **(summary.summary_usage + summary.discarded_usage).to_dict(),
-            "calls": summary.summary_calls + summary.discarded_calls,
-            "model": summary.summary_model or summary.model,
-            "continued": summary.summary_continued,
-            "prepared": summary.prepared,
-            "discarded_calls": summary.discarded_calls,
-        },
-    }
 
 
 def _summary_to_dict(info: SummaryInfo) -> dict[str, Any]:
@@ -141,7 +118,7 @@ def perform_store_effect(
             tokens_before=summary.tokens_before,
             tokens_after=summary.tokens_after,
             summary=summary.summary,
-            metadata=summary_usage_metadata(summary),
+            metadata=child_metadata(summary),
             child_id=transition.new_session_id,
             lease=lease,  # the same lease holds the child from now on
         )

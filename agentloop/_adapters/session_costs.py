@@ -8,9 +8,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from agentloop._adapters.records import SUMMARY_USAGE
 from agentloop._core.messages import Usage
 from agentloop._core.pricing import NO_BILL, Bill, Price, bill
+from agentloop._core.results import SUMMARY_USAGE
 from agentloop._sessions import Session, SessionStore
 
 

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, InstanceOf
 
 from agentloop._core.context import CompactionDecision
+from agentloop._core.figures import sources_metadata
 from agentloop._core.messages import Message, MessageParam, Usage, to_params
 
 
@@ -56,6 +58,29 @@ class CompactionSummary(BaseModel):
     (stale or superseded before it could be used), and what they used."""
 
 
+SUMMARY_USAGE = "compaction_usage"
+"""The child session's metadata key for what the summary requests of the compaction that made
+it used (every transition sets it, so a child never inherits its parent's)."""
+
+
+def child_metadata(summary: CompactionSummary) -> dict[str, Any]:
+    """What a store keeps in the child session's metadata about the compaction that made it:
+    where its token figures came from (the store's compaction entry keeps only the numbers) and
+    what its summary requests used — every request billed since the previous compaction, those
+    prepared in the background and thrown away included, so the cost shown is the whole bill."""
+    return {
+        **sources_metadata(summary.tokens_before_source, summary.tokens_after_source),
+        SUMMARY_USAGE: {
+            **(summary.summary_usage + summary.discarded_usage).to_dict(),
+            "calls": summary.summary_calls + summary.discarded_calls,
+            "model": summary.summary_model or summary.model,
+            "continued": summary.summary_continued,
+            "prepared": summary.prepared,
+            "discarded_calls": summary.discarded_calls,
+        },
+    }
+
+
 class CompactionTransition(BaseModel):
     """The compacted history and the child session it continues under."""
 
@@ -65,6 +90,13 @@ class CompactionTransition(BaseModel):
     new_session_id: str
     compacted_messages: list[InstanceOf[Message]]
     summary: CompactionSummary
+
+    @property
+    def child_metadata(self) -> dict[str, Any]:
+        """What to keep in the child session's metadata when storing this transition yourself
+        (``store.transition(..., metadata=transition.child_metadata)``): the figures' sources
+        and the summary requests' usage, as agentloop's own loop stores them."""
+        return child_metadata(self.summary)
 
     @property
     def compacted_params(self) -> list[MessageParam]:

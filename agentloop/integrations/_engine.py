@@ -251,6 +251,7 @@ class Conversation:
                 tokens_before=summary.tokens_before,
                 tokens_after=summary.tokens_after,
                 summary=summary.summary,
+                metadata=transition.child_metadata,
                 child_id=transition.new_session_id,
             )
         self.session_id = transition.new_session_id
