@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from agentloop._cli.render import when
 from agentloop._core.blocks import BlockRenderer, media_description, tool_result_text
+from agentloop._core.figures import token_figure
 from agentloop._core.messages import Usage
 
 if TYPE_CHECKING:
@@ -37,7 +38,7 @@ def message_heading(message: StoredMessage) -> str:
     if usage is not None:
         parts.append(f"{usage.prompt_tokens:,} in / {usage.output_tokens:,} out tokens")
     elif message.token_estimate is not None:
-        parts.append(f"~{message.token_estimate:,} tokens")
+        parts.append(f"{token_figure(message.token_estimate, 'estimate')} tokens")
     flags = [key for key in ("pinned",) if message.metadata.get(key)]
     kind = message.metadata.get("kind")
     if isinstance(kind, str):

@@ -14,6 +14,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from agentloop._core.figures import token_figure
 from agentloop._errors import AgentloopError
 
 if TYPE_CHECKING:
@@ -276,7 +277,8 @@ def _undo_compaction(agent: CodingAgent, rest: str) -> None:
         )
     else:
         print(
-            f"(the restored conversation, about {usage.tokens:,} tokens, leaves no room for a "
+            f"(the restored conversation, {token_figure(usage.tokens, usage.source)} tokens, "
+            "leaves no room for a "
             f"reply in the {usage.window:,}-token window: your next message compacts it again)",
             file=sys.stderr,
         )

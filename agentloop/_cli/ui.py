@@ -52,6 +52,11 @@ def _figure(tokens: int, source: str) -> str:
     return token_figure(tokens, source)  # the one rule every surface follows
 
 
+def _estimate(tokens: int) -> str:
+    """A figure no API counted (a preview's sizes), by the same rule."""
+    return token_figure(tokens, "estimate")
+
+
 def _isatty(stream: TextIO) -> bool:
     try:
         return stream.isatty()
@@ -298,17 +303,17 @@ def plan_report(plan: CompactionPlan) -> str:
     lines = ["Compaction preview (nothing was compacted, nothing written):"]
     lines.append(f"  strategy: {plan.strategy}")
     if plan.summarized_messages:
-        size = f"~{plan.summarized_tokens:,} tokens"
+        size = f"{_estimate(plan.summarized_tokens)} tokens"
         what = "dropped" if plan.strategy == "sliding_window" else "summarized"
         lines.append(f"  {what}: {plural(plan.summarized_messages, 'message')} ({size})")
     if plan.pruned_messages:
         lines.append(
             f"  pruned: {plural(plan.pruned_messages, 'message')} "
-            f"(~{plan.pruned_tokens:,} tokens saved)"
+            f"({_estimate(plan.pruned_tokens)} tokens saved)"
         )
     lines.append(
         f"  kept verbatim: {plural(plan.verbatim_messages, 'message')} "
-        f"(~{plan.verbatim_tokens:,} tokens)"
+        f"({_estimate(plan.verbatim_tokens)} tokens)"
     )
     carried = "yes" if plan.request_carried else "no (it is in the verbatim part)"
     lines.append(
@@ -321,9 +326,12 @@ def plan_report(plan: CompactionPlan) -> str:
     low, high = plan.expected_tokens_low, plan.expected_tokens_after
     if low < high:
         why = f"the summary, up to {plan.summary_allowance:,} tokens, is not written yet; "
-        expected = f"a range, ~{low:,} to ~{high:,} tokens ({why if plan.summary_allowance else ''}"
+        expected = (
+            f"a range, {_estimate(low)} to {_estimate(high)} tokens "
+            f"({why if plan.summary_allowance else ''}"
+        )
     else:
-        expected = f"an estimate, ~{high:,} tokens ("
+        expected = f"an estimate, {_estimate(high)} tokens ("
     lines.append(
         f"  expected after: {expected}now {_figure(now.tokens, now.source)}; "
         f"compaction triggers at {trigger:,})"
