@@ -46,7 +46,7 @@ COUNTER = CharCounter()
 STATE_TAG = "<preserved-state>"
 
 
-def make_compacter(
+def compacter_for(
     strategy: str,
     *,
     summarizer: bool,
@@ -257,7 +257,7 @@ def test_every_strategy_keeps_a_valid_complete_conversation(
 ) -> None:
     validate_messages(history, allow_pending_tool_use=False)  # the generator's own promise
     for strategy in STRATEGIES:
-        compacter = make_compacter(
+        compacter = compacter_for(
             strategy,
             summarizer=summarizer,
             window_messages=window_messages,

@@ -195,7 +195,7 @@ class Recorder(LoopEvents):
         self.replies.append(response)
 
 
-def make_loop(
+def scripted_loop(
     fake_api: FakeAnthropicServer,
     store: SqliteSessionStore,
     workspace: Path,
@@ -292,7 +292,7 @@ def check_lineage_on_disk(
 def test_long_run_compacts_several_times_with_parent_and_child_on_disk(
     fake_api: FakeAnthropicServer, store: SqliteSessionStore, tmp_path: Path
 ) -> None:
-    loop, script, recorder = make_loop(fake_api, store, tmp_path)
+    loop, script, recorder = scripted_loop(fake_api, store, tmp_path)
     # The server refuses any prompt above the window: compaction must keep every request under it.
     fake_api.context_window = 4000
     root = loop.session_id
@@ -324,7 +324,7 @@ def test_long_run_compacts_several_times_with_parent_and_child_on_disk(
 def test_compaction_between_tool_rounds_inside_one_turn(
     fake_api: FakeAnthropicServer, store: SqliteSessionStore, tmp_path: Path
 ) -> None:
-    loop, script, recorder = make_loop(fake_api, store, tmp_path)
+    loop, script, recorder = scripted_loop(fake_api, store, tmp_path)
     rounds = 24
     for n in range(rounds):
         script.add(tool_reply(("note", {"n": n}), text=filler(f"thinking about note {n}", 200)))
@@ -358,7 +358,7 @@ def test_compaction_between_tool_rounds_inside_one_turn(
 def test_emergency_compaction_on_prompt_too_long_retries_once(
     fake_api: FakeAnthropicServer, store: SqliteSessionStore, tmp_path: Path
 ) -> None:
-    loop, script, recorder = make_loop(fake_api, store, tmp_path, window=50_000)
+    loop, script, recorder = scripted_loop(fake_api, store, tmp_path, window=50_000)
     for turn in range(4):
         script.add(text_reply(filler(f"answer {turn}", 150)))
         loop.run_turn(filler(f"request {turn}", 150))
@@ -387,7 +387,7 @@ def test_emergency_compaction_on_prompt_too_long_retries_once(
 def test_emergency_compaction_happens_once_then_a_clear_error(
     fake_api: FakeAnthropicServer, store: SqliteSessionStore, tmp_path: Path
 ) -> None:
-    loop, script, recorder = make_loop(fake_api, store, tmp_path, window=50_000)
+    loop, script, recorder = scripted_loop(fake_api, store, tmp_path, window=50_000)
     for turn in range(3):
         script.add(text_reply(filler(f"answer {turn}", 150)))
         loop.run_turn(filler(f"request {turn}", 150))
@@ -409,7 +409,7 @@ def test_emergency_compaction_happens_once_then_a_clear_error(
 def test_disabled_compaction_never_compacts_and_names_compact_on_prompt_too_long(
     fake_api: FakeAnthropicServer, store: SqliteSessionStore, tmp_path: Path
 ) -> None:
-    loop, script, recorder = make_loop(fake_api, store, tmp_path, enabled=False)
+    loop, script, recorder = scripted_loop(fake_api, store, tmp_path, enabled=False)
     root = loop.session_id
     for turn in range(10):
         # A tool round in every turn: no compaction between tool rounds either.
@@ -455,7 +455,7 @@ def test_disabled_compaction_never_compacts_and_names_compact_on_prompt_too_long
 def test_manual_compact_with_instructions_reaches_the_summarizer(
     fake_api: FakeAnthropicServer, store: SqliteSessionStore, tmp_path: Path
 ) -> None:
-    loop, script, recorder = make_loop(fake_api, store, tmp_path, window=50_000)
+    loop, script, recorder = scripted_loop(fake_api, store, tmp_path, window=50_000)
     for turn in range(6):
         script.add(text_reply(filler(f"answer {turn}", 200)))
         loop.run_turn(filler(f"request {turn}", 200))
@@ -479,7 +479,7 @@ def test_manual_compact_with_instructions_reaches_the_summarizer(
 def test_api_error_surviving_retries_keeps_the_session_usable(
     fake_api: FakeAnthropicServer, store: SqliteSessionStore, tmp_path: Path
 ) -> None:
-    loop, script, _ = make_loop(fake_api, store, tmp_path, window=50_000, max_retries=2)
+    loop, script, _ = scripted_loop(fake_api, store, tmp_path, window=50_000, max_retries=2)
     script.add(text_reply("first answer"))
     loop.run_turn("first question")
     script.add(overloaded(), overloaded(), overloaded())
@@ -498,7 +498,7 @@ def test_api_error_surviving_retries_keeps_the_session_usable(
 def test_a_turn_failing_after_tool_results_is_repaired_before_the_next_turn(
     fake_api: FakeAnthropicServer, store: SqliteSessionStore, tmp_path: Path
 ) -> None:
-    loop, script, _ = make_loop(fake_api, store, tmp_path, window=50_000)
+    loop, script, _ = scripted_loop(fake_api, store, tmp_path, window=50_000)
     # The first round asks for a tool; the API fails on the follow-up request.
     script.add(tool_reply(("note", {"n": 1})), overloaded())
     with pytest.raises(ModelError):
@@ -518,7 +518,7 @@ def test_a_turn_interrupted_during_a_tool_is_repaired_before_the_next_turn(
     fake_api: FakeAnthropicServer, store: SqliteSessionStore, tmp_path: Path
 ) -> None:
     interrupt = FunctionTool("interrupt", "Stop.", {"type": "object"}, _interrupt)
-    loop, script, _ = make_loop(
+    loop, script, _ = scripted_loop(
         fake_api, store, tmp_path, window=50_000, tools=(NOTE_TOOL, interrupt)
     )
     script.add(tool_reply(("note", {"n": 1}), ("interrupt", {})))
@@ -542,7 +542,7 @@ def test_a_turn_interrupted_during_a_tool_is_repaired_before_the_next_turn(
 def test_async_turns_through_several_compactions(
     fake_api: FakeAnthropicServer, store: SqliteSessionStore, tmp_path: Path
 ) -> None:
-    loop, script, recorder = make_loop(fake_api, store, tmp_path)
+    loop, script, recorder = scripted_loop(fake_api, store, tmp_path)
     fake_api.context_window = 4000
     root = loop.session_id
 

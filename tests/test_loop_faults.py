@@ -57,7 +57,9 @@ class JournalEvents(LoopEvents):
         self.journal.append(f"withdrawn: {reason}")
 
 
-def make_loop(tmp_path: Path, model: Any, window: int = 100_000) -> tuple[AgentLoop, list[str]]:
+def journaled_loop(
+    tmp_path: Path, model: Any, window: int = 100_000
+) -> tuple[AgentLoop, list[str]]:
     journal: list[str] = []
     store = JournalStore(tmp_path / "sessions.db", journal)
     compacter = ConversationCompacter(
@@ -79,7 +81,9 @@ def make_loop(tmp_path: Path, model: Any, window: int = 100_000) -> tuple[AgentL
 
 
 def test_a_reply_is_stored_before_it_is_shown_and_a_turn_is_one_write(tmp_path: Path) -> None:
-    loop, journal = make_loop(tmp_path, ScriptedModel([text_reply("first"), text_reply("second")]))
+    loop, journal = journaled_loop(
+        tmp_path, ScriptedModel([text_reply("first"), text_reply("second")])
+    )
     loop.run_turn("hello")
     loop.run_turn("again")
     # One transaction per reply (the user's message with it), and stored before shown.
@@ -103,7 +107,7 @@ def test_a_reply_that_breaks_off_is_withdrawn_retried_once_and_never_stored(
             raise IncompleteReplyError("the API's reply broke off before its end")
         return "whole answer"
 
-    loop, journal = make_loop(tmp_path, FunctionModel(flaky))
+    loop, journal = journaled_loop(tmp_path, FunctionModel(flaky))
     result = loop.run_turn("hello")
 
     assert result.text == "whole answer"
@@ -133,7 +137,7 @@ def test_a_reply_that_breaks_off_twice_fails_the_turn_and_the_next_turn_runs(
             raise reply
         return reply
 
-    loop, _ = make_loop(tmp_path, FunctionModel(flaky))
+    loop, _ = journaled_loop(tmp_path, FunctionModel(flaky))
     with pytest.raises(IncompleteReplyError, match="again"):
         loop.run_turn("hello")
     assert not loop.saved  # a first request that failed leaves no session behind
@@ -154,7 +158,7 @@ def test_a_failed_turn_in_a_stored_session_keeps_the_users_message(tmp_path: Pat
             raise reply
         return reply
 
-    loop, _ = make_loop(tmp_path, FunctionModel(flaky))
+    loop, _ = journaled_loop(tmp_path, FunctionModel(flaky))
     loop.run_turn("first")
     with pytest.raises(IncompleteReplyError):
         loop.run_turn("second, which fails")
@@ -167,7 +171,7 @@ def test_a_message_that_cannot_fit_the_window_is_refused_before_it_is_sent(
     tmp_path: Path,
 ) -> None:
     model = ScriptedModel([text_reply("never")])
-    loop, journal = make_loop(tmp_path, model, window=20_000)
+    loop, journal = journaled_loop(tmp_path, model, window=20_000)
     huge = "x" * 400_000  # one pasted line far larger than the window
     with pytest.raises(ContextFullError, match="was not sent"):
         loop.run_turn(huge)

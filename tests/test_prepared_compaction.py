@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from fake_api import FakeAnthropicServer, api_error, text_reply
-from test_loop import MODEL, SYSTEM, Recorder, Script, filler, make_loop, request_text
+from test_loop import MODEL, SYSTEM, Recorder, Script, filler, request_text, scripted_loop
 
 from agentloop import (
     AgentLoop,
@@ -56,7 +56,7 @@ class Watch(Recorder):
 def watched_loop(
     fake_api: FakeAnthropicServer, store: SqliteSessionStore, tmp_path: Path, window: int = 4000
 ) -> tuple[AgentLoop, Script, Watch]:
-    loop, script, _ = make_loop(fake_api, store, tmp_path, window=window, prepare_at=PREPARE_AT)
+    loop, script, _ = scripted_loop(fake_api, store, tmp_path, window=window, prepare_at=PREPARE_AT)
     watch = Watch(script)
     watch.loop = loop
     loop.subscribe(watch)
@@ -245,7 +245,7 @@ def test_invalid_prepare_settings_are_refused(field: str, value: float) -> None:
 def test_prepare_at_none_turns_it_off(
     fake_api: FakeAnthropicServer, store: SqliteSessionStore, tmp_path: Path
 ) -> None:
-    loop, script, recorder = make_loop(fake_api, store, tmp_path, prepare_at=None)
+    loop, script, recorder = scripted_loop(fake_api, store, tmp_path, prepare_at=None)
     for n in range(20):
         script.add(text_reply(filler(f"answer {n}", 60)))
         loop.run_turn(filler(f"request {n}", 120))

@@ -135,7 +135,7 @@ def window_for(transcript: Transcript, server: FakeAnthropicServer, fill: float 
     return int(server.count_input_tokens(transcript.body()) / fill)
 
 
-def make_compacter(window: int, strategy: Any, model: Any) -> ConversationCompacter:
+def corpus_compacter(window: int, strategy: Any, model: Any) -> ConversationCompacter:
     return ConversationCompacter(
         model_name=MODEL,
         context_window=window,
@@ -186,7 +186,7 @@ def compact(
     """Compact ``transcript`` at 92 % of a window sized for it, counted by ``server``."""
     server = server or FakeAnthropicServer()
     model = summarizer(server)
-    compacter = make_compacter(window_for(transcript, server), strategy, model)
+    compacter = corpus_compacter(window_for(transcript, server), strategy, model)
     transition = compacter.compact_and_transition(
         "parent", anchored(transcript, server), system=transcript.system, tools=transcript.tools
     )
@@ -273,7 +273,7 @@ def test_end_to_end_the_api_counts_the_compacted_context_under_the_trigger(
     window = window_for(transcript, api)
     api.context_window = window
     model = AnthropicModel(api_key=TEST_API_KEY, base_url=api.base_url, max_retries=0)
-    compacter = make_compacter(window, strategy, model)
+    compacter = corpus_compacter(window, strategy, model)
     transition = compacter.compact_and_transition(
         "parent", anchored(transcript, api), system=transcript.system, tools=transcript.tools
     )
@@ -411,7 +411,7 @@ def test_three_compactions_through_dicts_give_one_summary_prefix() -> None:
     server = FakeAnthropicServer()
     model = summarizer(server)
     first = transcript.body(messages=messages[: cuts[0]])
-    compacter = make_compacter(int(server.count_input_tokens(first) / FILL), "summarize", model)
+    compacter = corpus_compacter(int(server.count_input_tokens(first) / FILL), "summarize", model)
     history: list[dict[str, Any]] = messages[: cuts[0]]
     start = cuts[0]
     for round_number, end in enumerate([*cuts[1:], None], start=1):
@@ -450,7 +450,7 @@ def test_an_invalid_history_is_refused_before_any_model_call(as_dicts: bool, for
     broken, index = duplicate_tool_use_id(transcript)
     server = FakeAnthropicServer()
     model = summarizer(server)
-    compacter = make_compacter(window_for(transcript, server), "summarize", model)
+    compacter = corpus_compacter(window_for(transcript, server), "summarize", model)
     history: list[Any] = broken if as_dicts else as_messages(broken)
     with pytest.raises(MessageValidationError) as caught:
         compacter.compact_and_transition(
@@ -464,7 +464,7 @@ def test_an_invalid_history_never_reaches_the_api(api: FakeAnthropicServer) -> N
     transcript = coding_session(0, 120)
     broken, index = duplicate_tool_use_id(transcript)
     model = AnthropicModel(api_key=TEST_API_KEY, base_url=api.base_url, max_retries=0)
-    compacter = make_compacter(window_for(transcript, api), "auto", model)
+    compacter = corpus_compacter(window_for(transcript, api), "auto", model)
     with pytest.raises(MessageValidationError, match=rf"\b{index}\b"):
         compacter.compact_and_transition("parent", broken, force=True)
     assert api.requests == []

@@ -70,7 +70,7 @@ BIG_TOOL = FunctionTool(
 )
 
 
-def make_loop(
+def server_compacting_loop(
     fake_api: FakeAnthropicServer,
     store: SqliteSessionStore,
     workspace: Path,
@@ -133,7 +133,7 @@ def compaction_of(messages: list[dict[str, Any]]) -> dict[str, Any]:
 def test_the_api_compacts_and_the_turn_goes_on_in_a_child_session(
     fake_api: FakeAnthropicServer, store: SqliteSessionStore, tmp_path: Path
 ) -> None:
-    loop, script, recorder = make_loop(fake_api, store, tmp_path)
+    loop, script, recorder = server_compacting_loop(fake_api, store, tmp_path)
     root = loop.session_id
     talk_until_compacted(loop, script, recorder)
 
@@ -182,14 +182,14 @@ def test_the_api_compacts_and_the_turn_goes_on_in_a_child_session(
 def test_resuming_the_child_sends_the_block_back_and_the_server_reads_little(
     fake_api: FakeAnthropicServer, store: SqliteSessionStore, tmp_path: Path
 ) -> None:
-    loop, script, recorder = make_loop(fake_api, store, tmp_path)
+    loop, script, recorder = server_compacting_loop(fake_api, store, tmp_path)
     talk_until_compacted(loop, script, recorder)
     child_id = loop.session_id
     stored = [from_record(m) for m in store.get_messages(child_id)]
     tokens_before = recorder.transitions[0].summary.tokens_before
 
     # A fresh process, and not even on strategy "server": the block still goes back as it was.
-    resumed, script, _ = make_loop(fake_api, store, tmp_path, strategy="auto")
+    resumed, script, _ = server_compacting_loop(fake_api, store, tmp_path, strategy="auto")
     resumed.switch(child_id, stored)
     script.add(text_reply("carrying on"))
     result = resumed.run_turn("where were we?")
@@ -209,7 +209,7 @@ def test_resuming_the_child_sends_the_block_back_and_the_server_reads_little(
 def test_between_tool_rounds_the_child_carries_the_tool_round_after_the_block(
     fake_api: FakeAnthropicServer, store: SqliteSessionStore, tmp_path: Path
 ) -> None:
-    loop, script, recorder = make_loop(fake_api, store, tmp_path)
+    loop, script, recorder = server_compacting_loop(fake_api, store, tmp_path)
     script.add(text_reply("noted"))
     loop.run_turn(filler("request 0", 300))
     script.add(
@@ -244,7 +244,9 @@ def test_between_tool_rounds_the_child_carries_the_tool_round_after_the_block(
 def test_standing_instructions_go_with_the_edit(
     fake_api: FakeAnthropicServer, store: SqliteSessionStore, tmp_path: Path
 ) -> None:
-    loop, script, _ = make_loop(fake_api, store, tmp_path, standing="keep the API design")
+    loop, script, _ = server_compacting_loop(
+        fake_api, store, tmp_path, standing="keep the API design"
+    )
     script.add(text_reply("ok"))
     loop.run_turn("hello")
     (edit,) = message_requests(fake_api)[-1].body["context_management"]["edits"]
@@ -256,7 +258,7 @@ def test_standing_instructions_go_with_the_edit(
 def test_compact_under_server_runs_locally_and_updates_the_servers_summary(
     fake_api: FakeAnthropicServer, store: SqliteSessionStore, tmp_path: Path
 ) -> None:
-    loop, script, recorder = make_loop(fake_api, store, tmp_path)
+    loop, script, recorder = server_compacting_loop(fake_api, store, tmp_path)
     talk_until_compacted(loop, script, recorder)
     server_summary = recorder.transitions[0].summary.summary
     for n in range(2):
@@ -277,7 +279,7 @@ def test_the_loop_falls_back_to_auto_when_the_api_refuses_the_edit(
     fake_api: FakeAnthropicServer, store: SqliteSessionStore, tmp_path: Path
 ) -> None:
     fake_api.models_without_compaction.add(MODEL)
-    loop, script, recorder = make_loop(fake_api, store, tmp_path)
+    loop, script, recorder = server_compacting_loop(fake_api, store, tmp_path)
     script.add(text_reply("answer 0"))
     with pytest.warns(UserWarning, match=r"not available: the API refused the request \(400"):
         assert loop.run_turn(filler("request 0", 300)).text == "answer 0"
@@ -381,7 +383,7 @@ def test_the_cli_warns_in_one_line_and_compacts_locally_when_the_api_refuses(cli
 def test_the_async_loop_compacts_on_the_server_too(
     fake_api: FakeAnthropicServer, store: SqliteSessionStore, tmp_path: Path
 ) -> None:
-    loop, script, recorder = make_loop(fake_api, store, tmp_path)
+    loop, script, recorder = server_compacting_loop(fake_api, store, tmp_path)
 
     async def talk() -> None:
         for n in range(15):
@@ -402,7 +404,7 @@ def test_a_failed_compaction_drops_nothing_and_the_loop_compacts_locally(
     fake_api: FakeAnthropicServer, store: SqliteSessionStore, tmp_path: Path
 ) -> None:
     fake_api.failed_compactions = True
-    loop, script, recorder = make_loop(fake_api, store, tmp_path)
+    loop, script, recorder = server_compacting_loop(fake_api, store, tmp_path)
     with pytest.warns(UserWarning, match="the API's compaction failed"):
         talk_until_compacted(loop, script, recorder)
     (transition,) = recorder.transitions
