@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 from fake_api import FakeAnthropicServer, ReplySpec, ToolCall, text_reply, tool_reply
-from test_faults_kill import HANG_GUARD, WINDOW, AgentProcess, CliPlace
-from test_faults_stream import check_store, texts
+from fault_processes import HANG_GUARD, WINDOW, AgentProcess, CliPlace, check_store, forking
+from test_faults_stream import texts
 
 from agentloop._core.validation import DEFAULT_MODEL
 from sessions import NewMessage, open_store
@@ -72,6 +72,15 @@ def place(tmp_path: Path) -> Iterator[Place]:
 def start_together(place: Place, count: int) -> list[AgentProcess]:
     """``count`` processes of ``agentloop --continue``, let go at the same moment."""
     gate_read, gate_write = os.pipe()
+    if forking():  # forked, each waits at the gate before it starts
+        args = ["--continue", "--context-window", WINDOW]
+        processes = [
+            AgentProcess(args, cwd=place.workspace, env=place.env(), forked=True, gate=gate_read)
+            for _ in range(count)
+        ]
+        os.close(gate_read)
+        os.close(gate_write)  # all of them at once
+        return processes
     ready_read, ready_write = os.pipe()
     processes = [
         AgentProcess(
@@ -146,7 +155,10 @@ def test_one_writer_per_session_the_others_are_refused_in_one_line(
 def test_a_refused_process_can_fork_while_the_holder_goes_on(place: Place) -> None:
     session_id = place.seed()
     holder = AgentProcess(
-        ["--continue", "--context-window", WINDOW], cwd=place.workspace, env=place.env()
+        ["--continue", "--context-window", WINDOW],
+        cwd=place.workspace,
+        env=place.env(),
+        forked=True,
     )
     holder.send(b"holder line 0\n")
     assert holder.wait_for(lambda: len(holder.printed_lines()) == 1)
@@ -154,6 +166,7 @@ def test_a_refused_process_can_fork_while_the_holder_goes_on(place: Place) -> No
         ["--continue", "--fork-session", "--context-window", WINDOW, "-p", "forked line"],
         cwd=place.workspace,
         env=place.env(),
+        forked=True,
     )
     assert fork.finish() == 0, fork.text_err
     holder.send(b"holder line 1\n")
@@ -185,7 +198,7 @@ def test_a_new_session_is_held_from_its_first_write(place: Place) -> None:
     command = f"echo go > {started}; read line < {gate}; echo released"
     place.server.enqueue(tool_reply(ToolCall("run_command", {"command": command})))
     first = AgentProcess(
-        ["--yes", "--context-window", WINDOW], cwd=place.workspace, env=place.env()
+        ["--yes", "--context-window", WINDOW], cwd=place.workspace, env=place.env(), forked=True
     )
     second: AgentProcess | None = None
     try:
@@ -196,6 +209,7 @@ def test_a_new_session_is_held_from_its_first_write(place: Place) -> None:
             ["--continue", "--context-window", WINDOW, "-p", "second line"],
             cwd=place.workspace,
             env=place.env(),
+            forked=True,
         )
         code = second.finish()
         assert code == 2, second.text_out  # refused: the session is the first one's
@@ -213,7 +227,10 @@ def test_a_new_session_is_held_from_its_first_write(place: Place) -> None:
 def test_a_crashed_writers_lease_does_not_block_continue(place: Place) -> None:
     place.seed()
     crashed = AgentProcess(
-        ["--continue", "--context-window", WINDOW], cwd=place.workspace, env=place.env()
+        ["--continue", "--context-window", WINDOW],
+        cwd=place.workspace,
+        env=place.env(),
+        forked=True,
     )
     crashed.send(b"before the crash\n")
     assert crashed.wait_for(lambda: len(crashed.printed_lines()) == 1)
@@ -223,6 +240,7 @@ def test_a_crashed_writers_lease_does_not_block_continue(place: Place) -> None:
         ["--continue", "--context-window", WINDOW, "-p", "after the crash"],
         cwd=place.workspace,
         env=place.env(),
+        forked=True,
     )
     assert after.finish() == 0, after.text_err
     assert after.printed_lines() == ["answer to after the crash"]

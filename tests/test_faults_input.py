@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 from fake_api import FakeAnthropicServer, ToolCall, text_reply, tool_reply
-from test_faults_kill import AGENTLOOP, AgentProcess, CliPlace
-from test_faults_stream import check_store, texts
+from fault_processes import AGENTLOOP, AgentProcess, CliPlace, check_store
+from test_faults_stream import texts
 from test_loop import Script
 
 from agentloop._adapters.records import from_record

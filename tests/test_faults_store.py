@@ -28,8 +28,8 @@ from typing import Any, Literal, cast
 import pytest
 import store_contract
 from fake_api import FakeAnthropicServer, ReplySpec, text_reply
+from fault_processes import HANG_GUARD, AgentProcess, cli_env
 from store_contract import StoreFactory
-from test_faults_kill import HANG_GUARD, AgentProcess, cli_env
 from test_faults_stream import texts
 from test_loop import Script
 
@@ -243,7 +243,9 @@ class Run:
         return self.factory.location
 
     def start(self, *args: str) -> AgentProcess:
-        return AgentProcess(["--context-window", WINDOW, *args], cwd=self.workspace, env=self.env())
+        return AgentProcess(
+            ["--context-window", WINDOW, *args], cwd=self.workspace, env=self.env(), forked=True
+        )
 
     def stored(self) -> list[str]:
         with open_store(self.location) as store:
@@ -385,7 +387,7 @@ def test_a_workspace_whose_path_is_not_utf8_starts_continues_and_lists(run: Run)
     run.server.handler = OnRequest([text_reply("one"), text_reply("two")], {})
 
     def agentloop(*args: str) -> AgentProcess:
-        process = AgentProcess(list(args), cwd=workspace, env=run.env())
+        process = AgentProcess(list(args), cwd=workspace, env=run.env(), forked=True)
         assert process.finish() == 0, process.text_err
         assert "Traceback" not in process.text_err, process.text_err
         return process

@@ -6,27 +6,24 @@ At the adapter (:class:`AnthropicModel`) each fault is one :class:`IncompleteRep
 a traceback), the turn is closed, the next turn runs, nothing partial is stored as a reply, and
 a reply that broke off once and then came whole is stored exactly once.
 
-The store checks here (:func:`check_store`) are shared by the other ``test_faults_*`` files.
+The store checks (:func:`fault_processes.check_store`) are shared with the other fault files.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import http.client
 import json
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
 import threading
-from collections import Counter
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import anthropic._base_client
 import pytest
 from cli_support import CLI, WINDOW, Run
 from fake_api import (
@@ -42,13 +39,12 @@ from fake_api import (
     unauthorized,
     unfinished_reply,
 )
+from fault_processes import check_store
 from test_loop import Script, filler, is_summary_request
 
-from agentloop import Message, ModelRequest, validate_messages
+from agentloop import Message, ModelRequest
 from agentloop._adapters.anthropic import AnthropicModel
-from agentloop._adapters.records import from_record
 from agentloop._errors import IncompleteReplyError, ModelError
-from sessions import open_store
 
 MODEL = "claude-sonnet-4-6"
 PARTIAL = "PARTIAL-"
@@ -58,44 +54,6 @@ AGENTLOOP = Path(sys.executable).parent / "agentloop"
 
 
 # -- the store after a fault ------------------------------------------------------------------
-
-
-@dataclass
-class StoreCheck:
-    """What :func:`check_store` found: the store passed; here is what it holds."""
-
-    sessions: int = 0
-    assistant_texts: Counter[str] = field(default_factory=Counter)
-    """Every text block of every stored assistant message (all sessions), counted."""
-    messages: dict[str, list[Message]] = field(default_factory=dict)
-    tool_results: dict[str, list[str]] = field(default_factory=dict)
-    """The content of every stored tool_result, by the id of the tool call it answers."""
-
-
-def check_store(path: Path) -> StoreCheck:
-    """The invariants after any fault: SQLite's ``integrity_check`` passes, and every stored
-    session (parents, children, forks) obeys the Messages API's rules as agentloop messages
-    (a tool call may be left pending at the end: the repair answers it on resume)."""
-    with contextlib.closing(sqlite3.connect(path)) as db:
-        assert db.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
-    check = StoreCheck()
-    with open_store(path, read_only=True) as store:
-        for session in store.list_sessions(limit=None):
-            history = [from_record(record) for record in store.get_messages(session.id)]
-            assert len(history) == session.message_count, session.id
-            check.sessions += 1
-            check.messages[session.id] = history
-            if not history:
-                continue  # created, then killed before its first write: nothing to break
-            validate_messages(history)
-            for message in history:
-                for block in message.content:
-                    if message.role == "assistant" and block.get("type") == "text":
-                        check.assistant_texts[str(block["text"])] += 1
-                    if block.get("type") == "tool_result":
-                        answers = check.tool_results.setdefault(str(block["tool_use_id"]), [])
-                        answers.append(str(block.get("content")))
-    return check
 
 
 def only_session(path: Path) -> list[Message]:
@@ -306,8 +264,9 @@ def test_a_bounded_stall_that_goes_on_is_a_whole_reply(server: FakeAnthropicServ
 
 
 def test_a_non_streamed_reply_cut_short_is_retried_by_the_sdk_then_one_line(
-    server: FakeAnthropicServer,
+    server: FakeAnthropicServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(anthropic._base_client, "INITIAL_RETRY_DELAY", 0.01)  # retries, no waits
     # Summaries are not streamed: a body cut short is a connection error the SDK retries.
     server.enqueue(dropped_reply("summary"), text_reply("summary"))
     model = AnthropicModel(api_key="test-key", base_url=server.base_url, max_retries=1)
@@ -460,8 +419,11 @@ def test_error_sequences_are_one_line_and_the_next_turn_runs(cli: CLI, sequence:
 
 
 def test_a_summary_cut_short_falls_back_to_the_digest_and_the_conversation_goes_on(
-    cli: CLI,
+    cli: CLI, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # The SDK waits 0.5 s, then 1 s, before it retries a dropped connection: the waits are not
+    # what is tested here (that the retries happen is, in the adapter tests above).
+    monkeypatch.setattr(anthropic._base_client, "INITIAL_RETRY_DELAY", 0.01)
     script = cli.script
     assert isinstance(script, FaultyScript)
     # Every summary request is cut (those prepared in the background too, and the SDK's

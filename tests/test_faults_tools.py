@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 from fake_api import FakeAnthropicServer, ToolCall, text_reply, tool_reply
-from test_faults_kill import HANG_GUARD, AgentProcess, CliPlace
+from fault_processes import HANG_GUARD, AgentProcess, CliPlace
 from test_faults_stream import only_session, texts
 from test_loop import Script
 
@@ -95,7 +95,10 @@ def test_a_runaway_grep_is_stopped_at_its_time_limit_in_print_mode(
     script.add(tool_reply(grep(timeout=1)), text_reply("the search was too slow"))
 
     agent = AgentProcess(
-        ["--context-window", WINDOW, "-p", "find the a's"], cwd=where.workspace, env=where.env()
+        ["--context-window", WINDOW, "-p", "find the a's"],
+        cwd=where.workspace,
+        env=where.env(),
+        forked=True,
     )
     code = agent.finish()
 
@@ -112,7 +115,9 @@ def test_ctrl_c_stops_a_runaway_grep_and_the_next_turn_runs(
 ) -> None:
     where, script = place
     script.add(tool_reply(grep(timeout=600)), text_reply("next answer"))
-    agent = AgentProcess(["--context-window", WINDOW], cwd=where.workspace, env=where.env())
+    agent = AgentProcess(
+        ["--context-window", WINDOW], cwd=where.workspace, env=where.env(), forked=True
+    )
     try:
         agent.send(b"find the a's\nsomething else\n")
         assert agent.wait_for(lambda: "⏺ grep" in agent.text_err)

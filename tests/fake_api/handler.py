@@ -106,9 +106,13 @@ class RequestHandler(BaseHTTPRequestHandler):
         }
         self._send_json(error.status, payload, headers)
 
-    def _read_body(self) -> tuple[bool, Any]:
+    def _read_body(self) -> tuple[bool, Any] | None:
+        """``(True, body)``; ``(False, None)``: not JSON; None: the body ended before its
+        ``Content-Length`` (the client went away while it sent, e.g. a process killed)."""
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""
+        if len(raw) < length:
+            return None
         try:
             return True, json.loads(raw) if raw else None
         except ValueError:
@@ -117,7 +121,13 @@ class RequestHandler(BaseHTTPRequestHandler):
     # -- routes -----------------------------------------------------------------------------
 
     def do_POST(self) -> None:
-        ok, body = self._read_body()
+        read = self._read_body()
+        if read is None:
+            # No request reached the API (it never saw a whole one): nothing to check against
+            # its rules, record or answer; counted, so that a test can tell it happened.
+            self.fake._abandoned()
+            return
+        ok, body = read
         path = self.path.split("?", 1)[0]
         number = self.fake._record(RecordedRequest("POST", path, self._recorded_headers(), body))
         if not self._check_key(number):

@@ -75,7 +75,8 @@ class FakeAnthropicServer:
 
     Attributes tests use: ``base_url``, ``requests`` (all :class:`RecordedRequest`),
     ``message_requests`` (bodies of ``POST /v1/messages``), ``count_requests`` (bodies of
-    ``POST /v1/messages/count_tokens``), ``violations`` (strings), ``handler``,
+    ``POST /v1/messages/count_tokens``), ``violations`` (strings), ``abandoned`` (requests
+    cut short by a client that went away), ``handler``,
     ``context_window``, the counting options (``token_factor``, ``message_overhead``,
     ``media_costs``, ``pdf_page_tokens``, ``image_token_cap``), ``count_tokens_error``,
     ``models``, ``models_unavailable``, the prompt cache (``prompt_caching``, ``cache``,
@@ -136,6 +137,8 @@ class FakeAnthropicServer:
         """When true, a compaction returns a block with null content (the API's failure)."""
         self.requests: list[RecordedRequest] = []
         self.violations: list[str] = []
+        self.abandoned = 0
+        """Requests whose body ended before its ``Content-Length`` (a client that went away)."""
         self._queue: deque[ReplySpec] = deque()
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
@@ -265,6 +268,10 @@ class FakeAnthropicServer:
         with self._lock:
             self.requests.append(request)
             return len(self.requests)
+
+    def _abandoned(self) -> None:
+        with self._lock:
+            self.abandoned += 1
 
     def _violation(self, text: str) -> None:
         with self._lock:
