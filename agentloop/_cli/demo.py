@@ -17,9 +17,9 @@ from pathlib import Path
 from agentloop._core.validation import DEFAULT_MODEL
 from agentloop.testing import Reply, ScriptedModel, text_reply, tool_call, tool_reply
 
-# The system prompt and tool definitions alone take about 2,000 tokens: at 4,500 the scripted
-# session compacts automatically twice (between tool rounds), then once more on /compact.
-DEMO_WINDOW = 4500
+# The system prompt and tool definitions alone take about 2,000 tokens: at 4,800 the scripted
+# session compacts automatically three times (between tool rounds), then once more on /compact.
+DEMO_WINDOW = 4800
 REMOVE_COMMAND = "agentloop sessions delete {root} --lineage --yes"
 """The demo's last line: the one command that removes every session it stored."""
 
