@@ -25,7 +25,7 @@ from typing import Any
 
 import bench_support  # noqa: F401  (puts the repository and tests/ on sys.path)
 from fake_api import Bill, FakeAnthropicServer, billed_ratio
-from replay import ReplayRun, replay, user_turns
+from support.replay import ReplayRun, replay, user_turns
 from transcripts import Transcript, buried_errors_session, coding_session, steering_session
 
 from agentloop import Usage

@@ -37,8 +37,8 @@ from typing import Any
 
 import bench_support  # noqa: F401  (puts the repository and tests/ on sys.path)
 from fake_api import TEST_API_KEY, FakeAnthropicServer, Reply, text_reply
-from integration_support import is_summary_request
-from replay import recorded_results, replies, user_turns
+from support.integrations import is_summary_request
+from support.replay import recorded_results, replies, user_turns
 from transcripts import Transcript, corpus
 
 from agentloop import ConversationCompacter

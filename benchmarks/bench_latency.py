@@ -23,7 +23,7 @@ from typing import Any
 import bench_support  # noqa: F401  (puts the repository and tests/ on sys.path)
 from bench_cost import summary_for
 from fake_api import FakeAnthropicServer, billed_ratio
-from replay import PREPARE_AT, ReplayRun, replay, user_turns
+from support.replay import PREPARE_AT, ReplayRun, replay, user_turns
 from transcripts import coding_session
 
 
@@ -65,7 +65,7 @@ class CliScript:
 
     def __call__(self, body: dict[str, Any]) -> Any:
         from fake_api import text_reply
-        from test_loop import is_summary_request
+        from support.loop_scripts import is_summary_request
 
         if is_summary_request(body):
             return text_reply(

@@ -39,7 +39,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
-from fake_anthropic import FakeAnthropicServer, ReplySpec, text_reply  # noqa: E402
+from fake_api import FakeAnthropicServer, ReplySpec, text_reply  # noqa: E402
 
 from sessions import NewMessage, open_store, workspace_key  # noqa: E402
 

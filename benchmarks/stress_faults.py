@@ -34,10 +34,10 @@ TESTS = Path(__file__).resolve().parent.parent / "tests"
 if str(TESTS) not in sys.path:
     sys.path.insert(0, str(TESTS))
 
-import store_contract  # noqa: E402
+import support.store_contract as store_contract  # noqa: E402
 from fake_api import FakeAnthropicServer  # noqa: E402
-from fault_kill_chains import KINDS, Backend, chains, run_chains  # noqa: E402
-from fault_processes import EXEC_ENV  # noqa: E402
+from support.kill_chains import KINDS, Backend, chains, run_chains  # noqa: E402
+from support.processes import EXEC_ENV  # noqa: E402
 from test_faults_concurrency import (  # noqa: E402
     Place,
     answer,

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
-pytest_plugins = ["fake_anthropic", "agent_tools_support", "cli_support"]
+pytest_plugins = ["support.fake_server", "support.agent_tools", "support.cli", "support.pty"]
 
 # CI runs the property tests at full strength; locally a lighter profile keeps the loop quick.
 settings.register_profile("ci", max_examples=2000, deadline=None)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agent_tools_support import make_tools, run
+from support.agent_tools import make_tools, run
 
 
 def make(root: Path, files: dict[str, str]) -> None:

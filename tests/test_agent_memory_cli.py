@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cli_support import CLI, WINDOW, conversation_lines
-from fake_anthropic import text_reply, tool_reply
-from test_loop import PREFIX_START, filler, first_text, request_text
+from fake_api import text_reply, tool_reply
+from support.cli import CLI, WINDOW, conversation_lines
+from support.loop_scripts import PREFIX_START, filler, first_text, request_text
 
 from agentloop._core.context import trigger_tokens
 from agentloop._core.validation import DEFAULT_THRESHOLD

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from agent_tools_support import SECRET, make_tools, run
+from support.agent_tools import SECRET, make_tools, run
 
 from agentloop._agent import search_tools as search
 

@@ -8,8 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from store_contract import assistant, user
-from test_store_contract_search import call, compacted_conversation, result
+from support.store_contract import assistant, call, compacted_conversation, result, user
 
 from agentloop import Tool, search_history_tool
 from agentloop._agent.search_history import MAX_OUTPUT_CHARS

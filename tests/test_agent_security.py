@@ -19,9 +19,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from agent_tools_support import SECRET, make_tools, run
 from hypothesis import given
 from hypothesis import strategies as st
+from support.agent_tools import SECRET, make_tools, run
 
 from agentloop._agent.secrets import is_secret_name, redact, scrubbed_environment
 from agentloop._agent.workspace import Workspace, WorkspaceError, display_path

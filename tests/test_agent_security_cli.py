@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cli_support import CLI, WINDOW
-from fake_anthropic import TEST_API_KEY, text_reply, tool_reply
+from fake_api import TEST_API_KEY, text_reply, tool_reply
+from support.cli import CLI, WINDOW
 
 
 @pytest.fixture

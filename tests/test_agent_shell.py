@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
-from agent_tools_support import make_tools, run
+from support.agent_tools import make_tools, run
 
 from agentloop import ToolResult
 from agentloop._agent.shell import always_allow, never_allow

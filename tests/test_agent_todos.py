@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agent_tools_support import make_tools, run
+from support.agent_tools import make_tools, run
 
 from agentloop import ToolResult
 from agentloop._agent.todos import TodoList, ToolStateError

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+from support.loop_scripts import WriteRecorder
 
 from agentloop import (
     AgentLoop,
@@ -20,35 +22,7 @@ from agentloop import (
     PreservedStateHook,
 )
 from agentloop.testing import ScriptedModel, text_reply, tool_call, tool_reply
-from sessions import Lease, NewMessage, Session, SqliteSessionStore, StoredMessage
-from sessions._sql_store import SqlSessionStore
-
-
-class WriteRecorder(SqlSessionStore):
-    """Mixed in before a real store class: notes the thread of every write (kind, thread id)."""
-
-    write_threads: list[tuple[str, int]]
-
-    def create_session(self, **options: Any) -> Session:
-        self._note("create")
-        return super().create_session(**options)
-
-    def append_messages(
-        self,
-        session_id: str,
-        messages: Sequence[NewMessage | Mapping[str, Any]],
-        *,
-        lease: Lease | None = None,
-    ) -> list[StoredMessage]:
-        self._note("append")
-        return super().append_messages(session_id, messages, lease=lease)
-
-    def transition(self, parent_id: str, **options: Any) -> Session:
-        self._note("transition")
-        return super().transition(parent_id, **options)
-
-    def _note(self, kind: str) -> None:
-        self.__dict__.setdefault("write_threads", []).append((kind, threading.get_ident()))
+from sessions import SqliteSessionStore
 
 
 class RecordingStore(WriteRecorder, SqliteSessionStore):

@@ -13,42 +13,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cli_support import CLI, WINDOW, Run, conversation_lines
-from fake_anthropic import (
+from fake_api import (
     overloaded,
     prompt_too_long,
     text_reply,
     tool_reply,
     unauthorized,
 )
-from test_loop import PREFIX_START, SUMMARY, filler, first_text, request_text, unmarked
-
-from sessions import SessionStore
-
-
-def check_notices(run: Run, store: SessionStore, workspace: Path) -> list[str]:
-    """Every notice names a child that exists, its parent's message count and the recorded
-    tokens; returns the child ids in order."""
-    children: list[str] = []
-    for notice in run.notices:
-        child = store.get_session(notice["child"])
-        assert child.id.startswith(notice["child"])
-        assert child.workspace == str(workspace)
-        assert child.parent_id is not None
-        parent = store.get_session(child.parent_id)
-        assert parent.status == "compacted"
-        count = int(notice["count"])
-        assert parent.message_count == count == len(store.get_messages(parent.id))
-        entry = next(e for e in store.compaction_history(child.id) if e.child_id == child.id)
-        assert entry.messages_before == count
-        assert entry.tokens_before == int(notice["before"].strip("~").replace(",", ""))
-        assert entry.tokens_after == int(notice["after"].strip("~").replace(",", ""))
-        # The child opens with the compacted prefix.
-        first = store.get_messages(child.id)[0]
-        assert first.role == "user" and first.content[0]["text"].startswith(PREFIX_START)
-        children.append(child.id)
-    return children
-
+from support.cli import CLI, WINDOW, _compacted_session, check_notices, conversation_lines
+from support.loop_scripts import PREFIX_START, SUMMARY, filler, first_text, request_text, unmarked
 
 # -- the stdin-driven mode, through the console script ----------------------------------------
 
@@ -247,20 +220,6 @@ def test_emergency_compaction_through_the_cli(cli: CLI, workspace: Path) -> None
 
 
 # -- resuming ---------------------------------------------------------------------------------
-
-
-def _compacted_session(cli: CLI) -> tuple[str, str]:
-    """A session compacted once by /compact: (parent id, child id)."""
-    for n in range(4):
-        cli.script.add(text_reply(filler(f"answer {n}", 200)))
-    stdin = "\n".join([*conversation_lines(4, 200), "/compact"])
-    run = cli.run("--context-window", WINDOW, stdin=stdin)
-    assert run.code == 0, run.err
-    with cli.store() as store:
-        (child,) = check_notices(run, store, cli.workspace)
-        parent = store.get_session(child).parent_id
-    assert parent is not None
-    return parent, child
 
 
 def test_resume_of_a_compacted_parent_continues_at_the_newest_child(cli: CLI) -> None:

@@ -9,9 +9,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from cli_support import CLI, WINDOW, conversation_lines
-from fake_anthropic import text_reply, tool_reply
-from test_loop import PREFIX_START, filler, first_text
+from fake_api import text_reply, tool_reply
+from support.cli import CLI, WINDOW, conversation_lines
+from support.loop_scripts import PREFIX_START, filler, first_text
 
 
 def _store_dump(cli: CLI) -> list[tuple[str, int]]:

@@ -12,9 +12,9 @@ import re
 from typing import Any
 
 import pytest
-from cli_support import CLI, WINDOW, conversation_lines
-from fake_anthropic import text_reply
-from test_loop import PREFIX_START, filler, first_text
+from fake_api import text_reply
+from support.cli import CLI, WINDOW, conversation_lines
+from support.loop_scripts import PREFIX_START, filler, first_text
 
 from agentloop._core.context import (
     MIN_REPLY_TOKENS,

@@ -6,7 +6,7 @@ import io
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from agent_tools_support import make_tools, run
+from support.agent_tools import make_tools, run
 
 from agentloop._cli.consent import terminal_consent
 

@@ -10,9 +10,9 @@ import re
 from pathlib import Path
 
 import pytest
-from cli_support import CLI
 from fake_api import Bill, billed_ratio, text_reply, tool_reply
-from test_loop import filler, is_summary_request
+from support.cli import CLI
+from support.loop_scripts import filler, is_summary_request
 from transcripts.code import source_for
 
 from agentloop import Usage

@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cli_support import CLI, WINDOW, conversation_lines
-from fake_anthropic import text_reply
-from test_loop import filler
+from fake_api import text_reply
+from support.cli import CLI, WINDOW, conversation_lines
+from support.loop_scripts import filler
 
 from agentloop._adapters.records import fork_session
 from agentloop._cli import list_commands, transcript

@@ -12,9 +12,9 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from agent_tools_support import make_tools, run
-from cli_support import CLI, WINDOW
-from fake_anthropic import text_reply
+from fake_api import text_reply
+from support.agent_tools import make_tools, run
+from support.cli import CLI, WINDOW
 
 from agentloop._agent.file_diff import DIFF_MAX_LINES, FileChange, compact_diff
 from agentloop._cli import editor

@@ -10,10 +10,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from cli_support import CLI, WINDOW
-from fake_anthropic import text_reply, tool_reply, unauthorized
-from test_cli_agent import _compacted_session
-from test_loop import filler
+from fake_api import text_reply, tool_reply, unauthorized
+from support.cli import CLI, WINDOW, _compacted_session
+from support.loop_scripts import filler
 
 from sessions import open_store, workspace_key
 

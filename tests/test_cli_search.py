@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cli_support import CLI, WINDOW, conversation_lines
-from fake_anthropic import text_reply, tool_reply
-from store_contract import user
-from test_loop import filler
+from fake_api import text_reply, tool_reply
+from support.cli import CLI, WINDOW, conversation_lines
+from support.loop_scripts import filler
+from support.store_contract import user
 
 from sessions import _migrations, _sql_messages, default_store_path, open_store
 

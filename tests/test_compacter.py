@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from strategies_histories import CharCounter, compact
+from support.histories import CharCounter, compact
 
 from agentloop._adapters.tokens import Calibration
 from agentloop._core.compaction_core import CompactionSettings

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from hypothesis import event, given
 from hypothesis import strategies as st
-from strategies_histories import (
+from support.histories import (
     FIXED_CLOCK,
     CharCounter,
     StubSummarizer,

@@ -7,8 +7,7 @@ import re
 import subprocess
 from pathlib import Path
 
-from cli_support import AGENTLOOP, NOTICE, Run
-from test_cli_agent import check_notices
+from support.cli import AGENTLOOP, NOTICE, Run, check_notices
 
 from sessions import open_store
 

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from fake_anthropic import FakeAnthropicServer, ReplySpec, text_reply, tool_reply
+from fake_api import FakeAnthropicServer, ReplySpec, text_reply, tool_reply
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"

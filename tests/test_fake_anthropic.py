@@ -12,7 +12,7 @@ from typing import Any
 
 import anthropic
 import pytest
-from fake_anthropic import (
+from fake_api import (
     TEST_API_KEY,
     FakeAnthropicServer,
     Reply,

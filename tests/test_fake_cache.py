@@ -12,7 +12,7 @@ from typing import Any
 
 import anthropic
 import pytest
-from fake_anthropic import Bill, FakeAnthropicServer, billed_ratio, text_reply
+from fake_api import Bill, FakeAnthropicServer, billed_ratio, text_reply
 from fake_api.cache import (
     CacheUse,
     PromptCache,

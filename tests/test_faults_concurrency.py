@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 from fake_api import FakeAnthropicServer, ReplySpec, ToolCall, text_reply, tool_reply
-from fault_processes import HANG_GUARD, WINDOW, AgentProcess, CliPlace, check_store, forking
-from test_faults_stream import texts
+from support.faults import texts
+from support.processes import HANG_GUARD, WINDOW, AgentProcess, CliPlace, check_store, forking
 
 from agentloop._core.validation import DEFAULT_MODEL
 from sessions import NewMessage, open_store

@@ -15,65 +15,20 @@ import os
 import subprocess
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from fake_api import FakeAnthropicServer, ToolCall, text_reply, tool_reply
-from fault_processes import AGENTLOOP, AgentProcess, CliPlace, check_store
-from test_faults_stream import texts
-from test_loop import Script
-
-from agentloop._adapters.records import from_record
-from sessions import open_store
+from support.faults import SECRET, Agent, make_agent, sound, texts, tool_results
+from support.processes import AGENTLOOP, check_store
 
 WINDOW = "6000"
-SECRET = "sk-ant-api03-FAULTINJECTION-7f3a9c1e5b2d8046-secret"
 OTHER_SECRET = "ghp_faultinjection0123456789abcdef"
-
-
-@dataclass
-class Agent(CliPlace):
-    """The console script against a scripted fake API, its data under ``root``."""
-
-    script: Script
-
-    def run(
-        self, *args: str | bytes, stdin: bytes = b"", env: dict[str, str] | None = None
-    ) -> AgentProcess:
-        process = AgentProcess(
-            [os.fsdecode(arg) for arg in args],
-            cwd=self.workspace,
-            env=self.env(**(env or {})),
-        )
-        process.send(stdin)
-        process.finish()
-        return process
-
-    def stored_params(self) -> list[dict[str, object]]:
-        with open_store(self.store, read_only=True) as store:
-            (session,) = store.list_sessions(limit=None)
-            return [dict(from_record(m).to_param()) for m in store.get_messages(session.id)]
-
-
-def make_agent(root: Path, *, api_key: str = "test-key") -> Iterator[Agent]:
-    script = Script()
-    with FakeAnthropicServer(api_key=api_key, handler=script) as server:
-        agent = Agent(root, server, script)
-        agent.workspace.mkdir(parents=True)
-        yield agent
-        assert server.violations == []
 
 
 @pytest.fixture
 def agent(tmp_path: Path) -> Iterator[Agent]:
     yield from make_agent(tmp_path)
-
-
-def sound(process: AgentProcess) -> None:
-    assert "Traceback" not in process.text_err, process.text_err
-    assert process.popen.returncode == 0, process.text_err
-    assert process.error_lines() == []
 
 
 def uncached(messages: object) -> list[dict[str, object]]:
@@ -89,12 +44,6 @@ def uncached(messages: object) -> list[dict[str, object]]:
         }
         for message in messages
     ]
-
-
-def tool_results(body: dict[str, object]) -> list[dict[str, object]]:
-    messages = body["messages"]
-    assert isinstance(messages, list)
-    return [b for b in messages[-1]["content"] if b.get("type") == "tool_result"]
 
 
 # -- bytes that are not UTF-8 -------------------------------------------------------------------

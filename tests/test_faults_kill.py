@@ -1,13 +1,13 @@
 """Fault injection (issue 10), the process: ``kill -9`` of the ``agentloop`` console script at
 seeded random points, over a bounded number of runs, with the invariants checked after each
-(the machinery and the invariants: :mod:`fault_kill_chains`).
+(the machinery and the invariants: :mod:`support.kill_chains`).
 
 Two chains run side by side (one core each), one on SQLite and one on PostgreSQL (on SQLite
 too when no PostgreSQL server answers), each on its own store, workspace and fake API. The
 suite runs a sample (24 runs by default: every kind of kill point planned twice per chain);
 ``benchmarks/stress_faults.py`` runs the big counts (160 runs, 40 of them on PostgreSQL).
 ``AGENTLOOP_FAULT_RUNS`` and ``AGENTLOOP_FAULT_SEED`` change the number of runs and the seed.
-The runs are forked from the zygote of :mod:`fault_zygote` (``AGENTLOOP_FAULT_EXEC=1``: exec'd).
+The runs are forked from the zygote of :mod:`support.zygote` (``AGENTLOOP_FAULT_EXEC=1``: exec'd).
 
 Also here: a request that a kill cuts short on the wire is no rule violation (the fake API saw
 no whole request), and a forked run is the run of the console script that it replaces.
@@ -20,11 +20,11 @@ import os
 import socket
 from pathlib import Path
 
-import store_contract
+import support.store_contract as store_contract
 from fake_api import FakeAnthropicServer, text_reply
-from fault_kill_chains import KINDS, Backend, chains, run_chains
-from fault_processes import HANG_GUARD, AgentProcess, CliPlace, check_store, forking
-from fault_zygote import ForkedPopen, zygote
+from support.kill_chains import KINDS, Backend, chains, run_chains
+from support.processes import HANG_GUARD, AgentProcess, CliPlace, check_store, forking
+from support.zygote import ForkedPopen, zygote
 
 RUNS = int(os.environ.get("AGENTLOOP_FAULT_RUNS", "24"))
 SEED = int(os.environ.get("AGENTLOOP_FAULT_SEED", "10"))

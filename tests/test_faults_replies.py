@@ -15,7 +15,6 @@ import threading
 from collections.abc import Callable
 
 import pytest
-from cli_support import CLI, WINDOW, Run
 from fake_api import (
     FakeAnthropicServer,
     Reply,
@@ -24,7 +23,8 @@ from fake_api import (
     stalled_reply,
     text_reply,
 )
-from test_faults_stream import PARTIAL, clean, only_session, request, store_path, texts
+from support.cli import CLI, WINDOW, Run
+from support.faults import PARTIAL, clean, only_session, request, store_path, texts
 
 from agentloop._adapters.anthropic import AnthropicModel
 from agentloop._errors import IncompleteReplyError

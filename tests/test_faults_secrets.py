@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from fake_api import ToolCall, text_reply, tool_reply
-from test_faults_input import SECRET, Agent, make_agent, sound, tool_results
+from support.faults import SECRET, Agent, make_agent, sound, tool_results
 
 WINDOW = "30000"
 CREDENTIALS = {

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import resource
 import signal
 import sqlite3
 import threading
@@ -26,12 +25,12 @@ from pathlib import Path
 from typing import Any, Literal, cast
 
 import pytest
-import store_contract
+import support.store_contract as store_contract
 from fake_api import FakeAnthropicServer, ReplySpec, text_reply
-from fault_processes import HANG_GUARD, AgentProcess, cli_env
-from store_contract import StoreFactory
-from test_faults_stream import texts
-from test_loop import Script
+from support.faults import fill_sqlite, free_sqlite, texts
+from support.loop_scripts import Script
+from support.processes import HANG_GUARD, AgentProcess, cli_env
+from support.store_contract import StoreFactory
 
 from agentloop import AgentLoop, ConversationCompacter
 from agentloop._adapters.records import from_record
@@ -51,20 +50,6 @@ WINDOW = "6000"
 
 
 # -- a disk that fills --------------------------------------------------------------------------
-
-
-def fill_sqlite(path: Path, pid: int) -> None:
-    """Process ``pid``'s next write past the store files' present sizes fails (EFBIG: SQLite
-    says "disk I/O error"), as on a full disk."""
-    sizes = [p.stat().st_size for p in (path, Path(f"{path}-wal")) if p.exists()]
-    limit = min(sizes) if sizes else 0
-    resource.prlimit(pid, resource.RLIMIT_FSIZE, (limit, resource.RLIM_INFINITY))
-
-
-def free_sqlite(pid: int) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        infinity = resource.RLIM_INFINITY
-        resource.prlimit(pid, resource.RLIMIT_FSIZE, (infinity, infinity))
 
 
 class Disk:

@@ -6,7 +6,7 @@ At the adapter (:class:`AnthropicModel`) each fault is one :class:`IncompleteRep
 a traceback), the turn is closed, the next turn runs, nothing partial is stored as a reply, and
 a reply that broke off once and then came whole is stored exactly once.
 
-The store checks (:func:`fault_processes.check_store`) are shared with the other fault files.
+The store checks (:func:`support.processes.check_store`) are shared with the other fault files.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import http.client
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -25,7 +24,6 @@ from typing import Any
 
 import anthropic._base_client
 import pytest
-from cli_support import CLI, WINDOW, Run
 from fake_api import (
     FakeAnthropicServer,
     Reply,
@@ -39,31 +37,20 @@ from fake_api import (
     unauthorized,
     unfinished_reply,
 )
-from fault_processes import check_store
-from test_loop import Script, filler, is_summary_request
+from support.cli import CLI, WINDOW, Run
+from support.faults import MODEL, PARTIAL, clean, only_session, request, store_path, texts
+from support.loop_scripts import Script, filler, is_summary_request
+from support.processes import check_store
 
-from agentloop import Message, ModelRequest
 from agentloop._adapters.anthropic import AnthropicModel
 from agentloop._errors import IncompleteReplyError, ModelError
 
-MODEL = "claude-sonnet-4-6"
-PARTIAL = "PARTIAL-"
 """What a faulty reply shows before it breaks: its first streamed chunk (8 characters)."""
 PLACEHOLDER = "[no reply: the previous turn was interrupted or failed]"
 AGENTLOOP = Path(sys.executable).parent / "agentloop"
 
 
 # -- the store after a fault ------------------------------------------------------------------
-
-
-def only_session(path: Path) -> list[Message]:
-    check = check_store(path)
-    (history,) = check.messages.values()
-    return history
-
-
-def texts(history: list[Message]) -> list[str]:
-    return [str(m.content[0].get("text", m.content[0].get("type"))) for m in history]
 
 
 # -- the faults ---------------------------------------------------------------------------------
@@ -168,10 +155,6 @@ def test_a_reset_loses_the_rest_of_the_stream(server: FakeAnthropicServer) -> No
 
 
 # -- the adapter ------------------------------------------------------------------------------
-
-
-def request() -> ModelRequest:
-    return ModelRequest(model=MODEL, messages=(Message.user("hi"),), max_tokens=100)
 
 
 def ignore(text: str) -> None:
@@ -310,20 +293,9 @@ def cli(cli: CLI) -> CLI:
     return cli
 
 
-def store_path() -> Path:
-    return Path(os.environ["AGENTLOOP_HOME"]) / "sessions.db"
-
-
 def on_screen(run: Run) -> str:
     """What stdout showed, line breaks aside (where a withdrawn part ends is tested apart)."""
     return run.out.replace("\n", "")
-
-
-def clean(run: Run) -> None:
-    """No traceback, and every error is one line of its own."""
-    assert "Traceback" not in run.err and "Traceback" not in run.out
-    for line in run.error_lines():
-        assert line.count("agentloop: error:") == 1
 
 
 @pytest.mark.parametrize("fault", list(BREAKS))

@@ -12,18 +12,12 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-import test_pty_repl
 from fake_api import FakeAnthropicServer, ReplySpec, text_reply
-from test_faults_store import fill_sqlite, free_sqlite
-from test_faults_stream import texts
-from test_pty_repl import Model, Terminal
+from support.faults import fill_sqlite, free_sqlite, texts
+from support.pty import Model, Terminal
 
 from agentloop._adapters.records import from_record
 from sessions import open_store
-
-launch = test_pty_repl.launch
-model = test_pty_repl.model
-workspace = test_pty_repl.workspace
 
 
 def test_in_a_terminal_a_lost_reply_is_said_and_nothing_is_sent_until_the_store_takes_it(

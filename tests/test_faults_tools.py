@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 from fake_api import FakeAnthropicServer, ToolCall, text_reply, tool_reply
-from fault_processes import HANG_GUARD, AgentProcess, CliPlace
-from test_faults_stream import only_session, texts
-from test_loop import Script
+from support.faults import only_session, texts
+from support.loop_scripts import Script
+from support.processes import HANG_GUARD, AgentProcess, CliPlace
 
 from agentloop._agent.search_tools import GrepTool
 from agentloop._agent.workspace import Workspace

@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 
 import pytest
 from fake_api import FakeAnthropicServer, ToolCall, text_reply, tool_reply
-from test_loop import Script
+from support.loop_scripts import Script
 
 from agentloop import AgentLoop, ConversationCompacter, LoopEvents, ToolResult
 from agentloop._adapters.anthropic import AnthropicModel

@@ -14,7 +14,11 @@ import pytest
 pytest.importorskip("langchain_anthropic", reason='needs the extra: pip install -e ".[langchain]"')
 
 from fake_api import TEST_API_KEY, FakeAnthropicServer
-from integration_support import (
+from langchain.agents import create_agent
+from langchain_anthropic import ChatAnthropic
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langchain_core.tools import tool
+from support.integrations import (
     FACT,
     FIRST_TURN,
     SYSTEM,
@@ -23,10 +27,6 @@ from integration_support import (
     note_text,
     stored_text,
 )
-from langchain.agents import create_agent
-from langchain_anthropic import ChatAnthropic
-from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
-from langchain_core.tools import tool
 
 from agentloop.integrations.langchain import SESSION_KEY, CompactionMiddleware
 from sessions import SessionStore, open_store

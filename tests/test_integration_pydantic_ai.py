@@ -13,7 +13,11 @@ import pytest
 pytest.importorskip("pydantic_ai", reason='needs the extra: pip install -e ".[pydantic-ai]"')
 
 from fake_api import FakeAnthropicServer
-from integration_support import (
+from pydantic_ai import Agent
+from pydantic_ai.messages import ModelMessage, ModelResponse, ToolCallPart
+from pydantic_ai.models.anthropic import AnthropicModel
+from pydantic_ai.providers.anthropic import AnthropicProvider
+from support.integrations import (
     FACT,
     FIRST_TURN,
     SYSTEM,
@@ -22,10 +26,6 @@ from integration_support import (
     note_text,
     stored_text,
 )
-from pydantic_ai import Agent
-from pydantic_ai.messages import ModelMessage, ModelResponse, ToolCallPart
-from pydantic_ai.models.anthropic import AnthropicModel
-from pydantic_ai.providers.anthropic import AnthropicProvider
 
 from agentloop.integrations.pydantic_ai import Compaction
 from sessions import SessionStore, open_store

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from fake_api import TEST_API_KEY, FakeAnthropicServer, ReplySpec, text_reply
-from integration_support import is_summary_request
+from support.integrations import is_summary_request
 
 from sessions import open_store
 

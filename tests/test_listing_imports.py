@@ -15,8 +15,8 @@ import sys
 from pathlib import Path
 
 import pytest
-import store_contract
-from store_contract import StoreFactory, conversation, user
+import support.store_contract as store_contract
+from support.store_contract import StoreFactory, conversation, user
 
 from sessions import Conversation, Session, SessionStore, open_store
 from sessions._list_handle import open_listing

@@ -10,14 +10,14 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from store_contract import (
+from support.loop_scripts import WriteRecorder
+from support.store_contract import (
     drop_schema,
     fresh_schema,
     postgres_unavailable,
     postgres_url,
     with_schema,
 )
-from test_async_loop import WriteRecorder
 
 from agentloop import AgentLoop
 from agentloop.testing import ScriptedModel, text_reply

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from store_contract import (
+from support.store_contract import (
     Clock,
     chain,
     conversation,

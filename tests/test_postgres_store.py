@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from store_contract import (
+from support.store_contract import (
     conversation,
     drop_schema,
     fresh_schema,

@@ -12,7 +12,15 @@ from typing import Any
 
 import pytest
 from fake_api import FakeAnthropicServer, api_error, text_reply
-from test_loop import MODEL, SYSTEM, Recorder, Script, filler, request_text, scripted_loop
+from support.loop_scripts import (
+    MODEL,
+    SYSTEM,
+    Recorder,
+    Script,
+    filler,
+    request_text,
+    scripted_loop,
+)
 
 from agentloop import (
     AgentLoop,

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from fake_api import FakeAnthropicServer, Reply, billed_ratio
 from fake_api.cache import DEFAULT_CACHE_MIN_TOKENS
-from replay import first_message, replay, user_turns
-from test_loop import is_summary_request
+from support.loop_scripts import is_summary_request
+from support.replay import first_message, replay, user_turns
 from transcripts import coding_session, steering_session
 
 from agentloop._core.cache import MAX_BREAKPOINTS, breakpoint_count

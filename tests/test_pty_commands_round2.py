@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from cli_support import CLI, conversation_lines
-from fake_anthropic import text_reply
-from test_loop import filler
-from test_pty_repl import Terminal, launch
+from fake_api import text_reply
+from support.cli import CLI, conversation_lines
+from support.loop_scripts import filler
+from support.pty import Terminal, launch
 
 __all__ = ["launch"]  # the pty fixture, used here
 

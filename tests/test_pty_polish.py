@@ -17,8 +17,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from fake_anthropic import FakeAnthropicServer, ReplySpec, text_reply, tool_reply
-from test_pty_repl import REPO, TIMEOUT, Model, Terminal, launch, model, workspace
+from fake_api import FakeAnthropicServer, ReplySpec, text_reply, tool_reply
+from support.pty import REPO, TIMEOUT, Model, Terminal, launch, model, workspace
 
 from agentloop._cli.cells import cells
 

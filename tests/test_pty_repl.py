@@ -8,198 +8,28 @@ busy; nothing waits for a guessed amount of time.
 
 from __future__ import annotations
 
-import fcntl
 import os
-import pty
 import re
 import signal
-import struct
 import subprocess
 import sys
-import termios
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
-from fake_anthropic import FakeAnthropicServer, ReplySpec, text_reply, tool_reply
-from test_loop import is_summary_request
+from fake_api import FakeAnthropicServer, ReplySpec, text_reply, tool_reply
+from support.pty import (
+    REPO,
+    TIMEOUT,
+    Model,
+    Terminal,
+)
 
 pytest.importorskip("prompt_toolkit")
 
-REPO = Path(__file__).resolve().parents[1]
-TIMEOUT = 30.0
-ANSI = re.compile(r"\x1b(\[[0-?]*[ -/]*[@-~]|\][^\x07]*\x07|[()][0-9A-B]|[=>78])")
 # The CLI with a thread dump on SIGUSR1 (faulthandler), so a test can see which threads live.
-LAUNCH = (
-    "import faulthandler, signal, sys\n"
-    "faulthandler.register(signal.SIGUSR1, all_threads=True)\n"
-    "from agentloop._cli.main import main\n"
-    "sys.exit(main(sys.argv[1:]))\n"
-)
-
-
-def _controlling_tty() -> None:
-    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
-
-
-class Terminal:
-    """``agentloop ARGS`` on a pty: ``send`` keys, ``expect`` what the screen shows."""
-
-    def __init__(self, args: list[str], *, cwd: Path, env: dict[str, str]) -> None:
-        master, slave = pty.openpty()
-        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 100, 0, 0))
-        self.master = master
-        self.tty_name = os.ttyname(slave)
-        self.process = subprocess.Popen(
-            [sys.executable, "-c", LAUNCH, *args],
-            stdin=slave,
-            stdout=slave,
-            stderr=slave,
-            cwd=cwd,
-            env=env,
-            start_new_session=True,
-            preexec_fn=_controlling_tty,
-        )
-        os.close(slave)  # the master then reads EOF once the program has exited
-        self._raw = b""
-        self._seen = 0
-        self._changed = threading.Condition()
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-
-    def _read(self) -> None:
-        while True:
-            try:
-                chunk = os.read(self.master, 65536)
-            except OSError:
-                chunk = b""
-            with self._changed:
-                if not chunk:
-                    self._raw += b"\0EOF"
-                    self._changed.notify_all()
-                    return
-                self._raw += chunk
-                self._changed.notify_all()
-
-    @property
-    def raw(self) -> str:
-        return self._raw.decode("utf-8", "replace")
-
-    @property
-    def screen(self) -> str:
-        """Everything written so far, escape sequences removed."""
-        return ANSI.sub("", self.raw).replace("\r", "")
-
-    def expect(self, pattern: str) -> str:
-        """Wait until ``pattern`` (a regex) shows after what earlier expects consumed."""
-        regex = re.compile(pattern)
-        deadline = time.monotonic() + TIMEOUT
-        with self._changed:
-            while True:
-                text = self.screen
-                found = regex.search(text, self._seen)
-                if found:
-                    self._seen = found.end()
-                    return found.group(0)
-                if text.endswith("\0EOF"):
-                    raise AssertionError(f"exited before {pattern!r}:\n{text[-3000:]}")
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise AssertionError(f"no {pattern!r} within {TIMEOUT}s:\n{text[-3000:]}")
-                self._changed.wait(left)
-
-    def prompt(self) -> None:
-        self.expect("›")
-
-    def send(self, keys: str) -> None:
-        os.write(self.master, keys.encode())
-
-    def queued_input(self) -> int:
-        """Bytes typed but not yet read by the program."""
-        fd = os.open(self.tty_name, os.O_RDWR | os.O_NOCTTY)
-        try:
-            data = fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0")
-        finally:
-            os.close(fd)
-        return int(struct.unpack("i", data)[0])
-
-    def wait(self) -> int:
-        code = self.process.wait(timeout=TIMEOUT)
-        self._reader.join(timeout=TIMEOUT)
-        return code
-
-    def close(self) -> None:
-        if self.process.poll() is None:
-            self.process.kill()
-            self.process.wait(timeout=TIMEOUT)
-        os.close(self.master)
-
-
-class Model:
-    """The fake model: answers conversation requests with ``replies`` (each may first wait for
-    an event), summaries with ``summary`` (which may wait too); records every request."""
-
-    def __init__(self) -> None:
-        self.replies: list[ReplySpec | Callable[[], ReplySpec]] = []
-        self.requests: list[dict[str, Any]] = []
-        self.summary_started = threading.Event()
-        self.summary_release: threading.Event | None = None
-
-    def __call__(self, body: dict[str, Any]) -> ReplySpec:
-        if is_summary_request(body):
-            self.summary_started.set()
-            if self.summary_release is not None:
-                self.summary_release.wait(TIMEOUT)
-            return text_reply("## Goal\n- the summary")
-        self.requests.append(body)
-        reply = self.replies.pop(0) if self.replies else text_reply("ok")
-        return reply() if callable(reply) else reply
-
-    def last_text(self, index: int = -1) -> str:
-        content = self.requests[index]["messages"][-1]["content"]
-        if isinstance(content, str):
-            return content
-        return "".join(b.get("text", "") for b in content if b.get("type") == "text")
-
-
-@pytest.fixture
-def model(fake_api: FakeAnthropicServer) -> Model:
-    handler = Model()
-    fake_api.handler = handler
-    return handler
-
-
-@pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    path = tmp_path / "project"
-    path.mkdir()
-    return path.resolve()
-
-
-@pytest.fixture
-def launch(fake_api: FakeAnthropicServer, workspace: Path) -> Iterator[Callable[..., Terminal]]:
-    terminals: list[Terminal] = []
-    env = dict(os.environ)
-    env.update(
-        ANTHROPIC_BASE_URL=fake_api.base_url,
-        ANTHROPIC_API_KEY="test-key",
-        PYTHONPATH=str(REPO),
-        TERM="xterm-256color",
-        # A pty answers no cursor-position request; without this the editor waits for one.
-        PROMPT_TOOLKIT_NO_CPR="1",
-    )
-
-    def start(*args: str) -> Terminal:
-        terminal = Terminal(list(args), cwd=workspace, env=env)
-        terminals.append(terminal)
-        return terminal
-
-    yield start
-    for terminal in terminals:
-        terminal.close()
 
 
 def test_ctrl_c_clears_the_line_and_twice_on_an_empty_line_quits(

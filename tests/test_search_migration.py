@@ -11,8 +11,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from store_contract import drop_schema, fresh_schema, postgres_unavailable, postgres_url, user
-from test_store_contract_search import DETAIL, call, index_rows, result
+from support.store_contract import (
+    DETAIL,
+    call,
+    drop_schema,
+    fresh_schema,
+    index_rows,
+    postgres_unavailable,
+    postgres_url,
+    result,
+    user,
+)
 
 from sessions import (
     SessionStore,

@@ -18,10 +18,10 @@ from typing import Any
 
 import pytest
 from anthropic.types.beta import BetaCompact20260112EditParam
-from cli_support import CLI, WINDOW, conversation_lines
-from fake_anthropic import FakeAnthropicServer, RecordedRequest, text_reply, tool_reply
+from fake_api import FakeAnthropicServer, RecordedRequest, text_reply, tool_reply
 from fake_api.compaction import COMPACT_BETA, EDIT_TYPE, signature
-from test_loop import (
+from support.cli import CLI, WINDOW, conversation_lines
+from support.loop_scripts import (
     MODEL,
     SYSTEM,
     Recorder,

@@ -21,8 +21,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from store_contract import drop_schema, fresh_schema, postgres_unavailable, postgres_url
-from store_contract import with_schema as schema_url
+from support.store_contract import drop_schema, fresh_schema, postgres_unavailable, postgres_url
+from support.store_contract import with_schema as schema_url
 
 from agentloop._cli import transcript
 from agentloop._cli.main import main

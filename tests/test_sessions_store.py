@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from store_contract import Clock
+from support.store_contract import Clock
 
 from sessions import (
     NewMessage,

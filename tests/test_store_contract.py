@@ -13,8 +13,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-import store_contract
-from store_contract import (
+import support.store_contract as store_contract
+from support.store_contract import (
     InjectedFault,
     StoreFactory,
     assistant,

@@ -12,8 +12,8 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-import store_contract
-from store_contract import Clock, StoreFactory, chain, conversation, snapshot, user
+import support.store_contract as store_contract
+from support.store_contract import Clock, StoreFactory, chain, conversation, snapshot, user
 
 from sessions import (
     CompactionStrategy,

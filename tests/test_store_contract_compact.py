@@ -11,8 +11,8 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-import store_contract
-from store_contract import (
+import support.store_contract as store_contract
+from support.store_contract import (
     StoreFactory,
     conversation,
     new_session,

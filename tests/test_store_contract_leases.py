@@ -11,9 +11,9 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 import pytest
-import store_contract
+import support.store_contract as store_contract
 from pydantic import ValidationError
-from store_contract import StoreFactory, conversation, user
+from support.store_contract import StoreFactory, conversation, user
 
 from sessions import (
     CompactionStrategy,

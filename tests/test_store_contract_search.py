@@ -10,11 +10,19 @@ from __future__ import annotations
 
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
 
 import pytest
-import store_contract
-from store_contract import Clock, StoreFactory, assistant, user
+import support.store_contract as store_contract
+from support.store_contract import (
+    Clock,
+    StoreFactory,
+    assistant,
+    call,
+    compacted_conversation,
+    index_rows,
+    result,
+    user,
+)
 
 from sessions import (
     NewMessage,
@@ -24,59 +32,9 @@ from sessions import (
     copy_store,
     open_store,
 )
-from sessions._sql_store import SqlSessionStore
 
 store_factory = store_contract.store_factory
 store = store_contract.store
-
-DETAIL = "The deploy key is called ORCHID-7; it lives in src/deploy/keys.py."
-
-
-def index_rows(store: SessionStore) -> int:
-    """Rows of the search index, read in the table itself."""
-    assert isinstance(store, SqlSessionStore)
-    with store._transaction(write=False) as tx:
-        row = tx.db.one("SELECT count(*) FROM message_search")
-    assert row is not None
-    return int(row[0])
-
-
-def call(call_id: str, name: str, **tool_input: Any) -> NewMessage:
-    block = {"type": "tool_use", "id": call_id, "name": name, "input": tool_input}
-    return NewMessage(role="assistant", content=[{"type": "text", "text": "Let me look."}, block])
-
-
-def result(call_id: str, output: str) -> NewMessage:
-    block = {"type": "tool_result", "tool_use_id": call_id, "content": output}
-    return NewMessage(role="user", content=[block])
-
-
-def compacted_conversation(store: SessionStore, workspace: str = "/w") -> tuple[str, str, str]:
-    """A root whose first turn holds :data:`DETAIL` and a tool round, compacted twice by a
-    summary that leaves the detail out; returns (root, child, grandchild)."""
-    root = store.create_session(model="m", workspace=workspace, title="deploying")
-    store.append_messages(
-        root.id,
-        [
-            user(DETAIL),
-            call("toolu_1", "run_command", command="cat config/release.toml"),
-            result("toolu_1", "[release]\nchannel = 'stable'\nsigned_by = 'HELIOTROPE'\n"),
-            assistant("Noted the key and the release channel."),
-        ],
-    )
-    child = store.transition(
-        root.id,
-        messages=[user("Summary: we are deploying."), assistant("Continuing.")],
-        strategy="summarize",
-        summary="we are deploying",
-    )
-    store.append_messages(child.id, [user("Now run the tests."), assistant("They pass.")])
-    grandchild = store.transition(
-        child.id,
-        messages=[user("Summary: deploying, tests pass."), assistant("Continuing.")],
-        strategy="summarize",
-    )
-    return root.id, child.id, grandchild.id
 
 
 # ------------------------------------------------------------------ what is found, and where

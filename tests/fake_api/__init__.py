@@ -29,7 +29,7 @@ Modules: ``replies`` (reply specs), ``faults`` (writing bodies and their faults)
 ``cache`` (the prompt cache and bills), ``server`` (:class:`FakeAnthropicServer`). Standard
 library only (plus tiktoken for counting); the SDK is imported only by the convenience
 :meth:`FakeAnthropicServer.client` / :meth:`FakeAnthropicServer.async_client`.
-``tests/fake_anthropic.py`` re-exports everything in ``__all__`` and holds the ``fake_api``
+``tests/support/fake_server.py`` holds the ``fake_api``
 pytest fixture.
 """
 

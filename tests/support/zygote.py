@@ -10,7 +10,7 @@ the script.
 What a fork does not give (so tests about them exec the console script instead): a fresh
 environment *block* (``/proc/<pid>/environ`` shows the zygote's, not ``env``), arguments that
 are not valid UTF-8, a fresh peak-memory figure, a terminal. :class:`ForkedPopen` has the part
-of :class:`subprocess.Popen` that :class:`fault_processes.AgentProcess` uses; signals go through
+of :class:`subprocess.Popen` that :class:`support.processes.AgentProcess` uses; signals go through
 a pidfd, so a signal never reaches another process that reused the pid.
 """
 

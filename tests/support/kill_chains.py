@@ -34,12 +34,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-import store_contract
 from fake_api import FakeAnthropicServer, ReplySpec, ToolCall, dropped_reply, text_reply, tool_reply
-from fault_processes import HANG_GUARD, WINDOW, AgentProcess, CliPlace, check_store, cli_env
-from test_loop import SUMMARY, filler, is_summary_request
 
+import support.store_contract as store_contract
 from sessions import open_store
+from support.loop_scripts import SUMMARY, filler, is_summary_request
+from support.processes import HANG_GUARD, WINDOW, AgentProcess, CliPlace, check_store, cli_env
 
 REPAIR = "interrupted: the tool may have run; its result is unknown"
 Backend = Literal["sqlite", "postgresql"]
@@ -161,7 +161,7 @@ class Chain(CliPlace):
     location: str
     seed: int
     forked: bool
-    """Runs forked from the zygote (:mod:`fault_zygote`) instead of exec'd."""
+    """Runs forked from the zygote (:mod:`support.zygote`) instead of exec'd."""
     planned: dict[str, int] = field(default_factory=dict)
     """Runs by the kind of kill point planned (a plan may miss: the run ended first)."""
     kills: dict[str, int] = field(default_factory=dict)

@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fake_api import Bill, FakeAnthropicServer, Reply, billed_ratio, text_reply
-from test_loop import is_summary_request
 from transcripts import Transcript
 
 from agentloop import (
@@ -33,6 +32,7 @@ from agentloop._core.blocks import tool_result_text
 from agentloop._core.cache import CacheMode
 from agentloop._core.results import CompactionTransition
 from agentloop._core.summary import SUMMARIZER_SYSTEM
+from support.loop_scripts import is_summary_request
 
 MODEL = "claude-sonnet-4-6"
 PREPARE_AT = CompactionSettings().prepare_at

@@ -15,11 +15,18 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from fake_anthropic import FakeAnthropicServer
-from test_loop import Script, filler
+from fake_api import (
+    FakeAnthropicServer,
+    text_reply,
+)
 
 from agentloop._cli.main import main
 from sessions import SessionStore, open_store
+from support.loop_scripts import (
+    PREFIX_START,
+    Script,
+    filler,
+)
 
 AGENTLOOP = Path(sys.executable).parent / "agentloop"
 WINDOW = "6000"
@@ -113,3 +120,41 @@ def cli(
 
 def conversation_lines(count: int, words: int = 300) -> list[str]:
     return [filler(f"request {n}", words) for n in range(count)]
+
+
+def check_notices(run: Run, store: SessionStore, workspace: Path) -> list[str]:
+    """Every notice names a child that exists, its parent's message count and the recorded
+    tokens; returns the child ids in order."""
+    children: list[str] = []
+    for notice in run.notices:
+        child = store.get_session(notice["child"])
+        assert child.id.startswith(notice["child"])
+        assert child.workspace == str(workspace)
+        assert child.parent_id is not None
+        parent = store.get_session(child.parent_id)
+        assert parent.status == "compacted"
+        count = int(notice["count"])
+        assert parent.message_count == count == len(store.get_messages(parent.id))
+        entry = next(e for e in store.compaction_history(child.id) if e.child_id == child.id)
+        assert entry.messages_before == count
+        assert entry.tokens_before == int(notice["before"].strip("~").replace(",", ""))
+        assert entry.tokens_after == int(notice["after"].strip("~").replace(",", ""))
+        # The child opens with the compacted prefix.
+        first = store.get_messages(child.id)[0]
+        assert first.role == "user" and first.content[0]["text"].startswith(PREFIX_START)
+        children.append(child.id)
+    return children
+
+
+def _compacted_session(cli: CLI) -> tuple[str, str]:
+    """A session compacted once by /compact: (parent id, child id)."""
+    for n in range(4):
+        cli.script.add(text_reply(filler(f"answer {n}", 200)))
+    stdin = "\n".join([*conversation_lines(4, 200), "/compact"])
+    run = cli.run("--context-window", WINDOW, stdin=stdin)
+    assert run.code == 0, run.err
+    with cli.store() as store:
+        (child,) = check_notices(run, store, cli.workspace)
+        parent = store.get_session(child).parent_id
+    assert parent is not None
+    return parent, child

@@ -5,7 +5,7 @@ after any fault (:func:`check_store`, on either backend).
 
 A run whose fault does not live in how a process starts (kill -9, two writers, a full disk, a
 paused process, a runaway tool) is forked from a zygote that imported the console script once
-(:mod:`fault_zygote`): the same ``main()`` in a process of its own, without the second of CPU
+(:mod:`support.zygote`): the same ``main()`` in a process of its own, without the second of CPU
 that importing the SDK costs each exec. Runs about the environment block, argument bytes, peak
 memory or a terminal exec the script. ``AGENTLOOP_FAULT_EXEC=1`` execs every run.
 """
@@ -26,11 +26,11 @@ from pathlib import Path
 from typing import Any
 
 from fake_api import FakeAnthropicServer
-from fault_zygote import ForkedPopen, zygote
 
 from agentloop import Message, validate_messages
 from agentloop._adapters.records import from_record
 from sessions import open_store
+from support.zygote import ForkedPopen, zygote
 
 AGENTLOOP = Path(sys.executable).parent / "agentloop"
 WINDOW = "6000"
@@ -78,7 +78,7 @@ class AgentProcess:
     ) -> None:
         """``command``: what runs the console script (e.g. a wrapper that waits for a
         barrier before it execs); ``pass_fds``: descriptors the process inherits;
-        ``forked``: forked from the zygote (:mod:`fault_zygote`) instead of an exec of the
+        ``forked``: forked from the zygote (:mod:`support.zygote`) instead of an exec of the
         script, for a fault that does not live in how the process starts (see
         :func:`forking`), and then ``gate``: a pipe's read end; the run starts once its write
         end is closed."""
