@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.agents import coding_agent
 
 from agentloop import AgentLoop, CompactionSettings, ConversationCompacter, LoopEvents, ToolResult
 from agentloop._agent.agent import CodingAgent
-from agentloop._agent.shell import never_allow
 from agentloop._core.results import CompactionTransition
 from agentloop.testing import ScriptedModel, text_reply, tool_call, tool_reply
 from sessions import SqliteSessionStore, open_store
@@ -69,20 +69,6 @@ def store(tmp_path: Path) -> SqliteSessionStore:
     return open_store(tmp_path / "sessions.db")
 
 
-def _agent(store: SqliteSessionStore, workspace: Path, model: ScriptedModel) -> CodingAgent:
-    return CodingAgent(
-        model=model,
-        model_name="claude-sonnet-5-5",
-        workspace=workspace,
-        store=store,
-        context_window=200_000,
-        max_output_tokens=1_024,
-        window_source="override",
-        settings=CompactionSettings(),
-        approve=never_allow,
-    )
-
-
 def test_every_subscriber_hears_the_agents_events_after_its_books(
     store: SqliteSessionStore, tmp_path: Path
 ) -> None:
@@ -90,7 +76,7 @@ def test_every_subscriber_hears_the_agents_events_after_its_books(
     model = ScriptedModel(
         [tool_reply(tool_call("read_file", {"path": "notes.txt"})), text_reply("read")]
     )
-    agent = _agent(store, tmp_path, model)
+    agent = coding_agent(store, tmp_path, model)
     first, second = _Recorder(agent), _Recorder()
     agent.subscribe(first)
     unsubscribe = agent.subscribe(second)

@@ -9,8 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.agents import coding_agent
 
-from agentloop import CompactionSettings, ModelRequest
+from agentloop import ModelRequest
 from agentloop._agent.agent import CodingAgent
 from agentloop._agent.base import ToolStateError
 from agentloop._agent.recent_files import (
@@ -19,7 +20,6 @@ from agentloop._agent.recent_files import (
     RecentFiles,
     recent_files_hook,
 )
-from agentloop._agent.shell import never_allow
 from agentloop.testing import ScriptedModel, text_reply, tool_call, tool_reply
 from sessions import SqliteSessionStore, open_store
 
@@ -50,19 +50,8 @@ def make_agent(
     resume: str | None = None,
     **options: Any,
 ) -> CodingAgent:
-    return CodingAgent(
-        model=model,
-        model_name=MODEL,
-        workspace=ws,
-        store=store,
-        context_window=window,
-        max_output_tokens=1_024,
-        window_source="override",
-        settings=CompactionSettings(),
-        approve=never_allow,
-        resume_id=resume,
-        config_dir=config,
-        **options,
+    return coding_agent(
+        store, ws, model, window=window, resume=resume, config_dir=config, **options
     )
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from support.agents import coding_agent
 
 from agentloop import (
     AgentLoop,
@@ -19,8 +20,6 @@ from agentloop import (
     Message,
     ModelRequest,
 )
-from agentloop._agent.agent import CodingAgent
-from agentloop._agent.shell import never_allow
 from agentloop.testing import (
     FunctionModel,
     ScriptedModel,
@@ -58,23 +57,6 @@ def test_the_loop_teaches_the_calibration_what_the_api_counted() -> None:
     assert learnt.ratio == pytest.approx(2.0, rel=0.02)
 
 
-def _agent(
-    store: SqliteSessionStore, workspace: Path, model: ScriptedModel, resume: str | None = None
-) -> CodingAgent:
-    return CodingAgent(
-        model=model,
-        model_name=MODEL,
-        workspace=workspace,
-        store=store,
-        context_window=200_000,
-        max_output_tokens=1_024,
-        window_source="override",
-        settings=CompactionSettings(),
-        approve=never_allow,
-        resume_id=resume,
-    )
-
-
 def test_todos_tool_history_and_calibration_are_saved_and_come_back_on_resume(
     store: SqliteSessionStore, tmp_path: Path
 ) -> None:
@@ -86,7 +68,7 @@ def test_todos_tool_history_and_calibration_are_saved_and_come_back_on_resume(
         ],
         input_token_factor=1.5,
     )
-    agent = _agent(store, tmp_path, model)
+    agent = coding_agent(store, tmp_path, model)
     agent.run_turn("plan the fix")
     for n in range(4):
         agent.run_turn(f"look at module {n} " * 40)
@@ -98,7 +80,7 @@ def test_todos_tool_history_and_calibration_are_saved_and_come_back_on_resume(
 
     # A new process resumes: the todos are back, and they reach the next compacted context.
     resumed_model = ScriptedModel([text_reply("continuing")])
-    resumed = _agent(store, tmp_path, resumed_model, resume=agent.session_id)
+    resumed = coding_agent(store, tmp_path, resumed_model, resume=agent.session_id)
     assert [item.content for item in resumed.todos.items] == [t["content"] for t in TODOS]
     calibration = resumed.compacter.calibration
     assert calibration is not None and calibration.samples == 6
@@ -110,7 +92,7 @@ def test_todos_tool_history_and_calibration_are_saved_and_come_back_on_resume(
 
 
 def test_a_session_nobody_spoke_in_is_not_stored(store: SqliteSessionStore, tmp_path: Path) -> None:
-    agent = _agent(store, tmp_path, ScriptedModel([]))
+    agent = coding_agent(store, tmp_path, ScriptedModel([]))
     agent.save_state()
     assert store.list_sessions() == []
 
