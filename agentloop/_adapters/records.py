@@ -10,6 +10,9 @@ from agentloop._core.messages import Message, MessageParam, SummaryInfo, Usage
 from agentloop._core.results import SUMMARY_USAGE, child_metadata
 from agentloop._sessions import Lease, NewMessage, SessionStore, StoredMessage
 
+COUNTED = "counted"
+"""The message metadata key of the API's token count up to that message (``Message.counted``)."""
+
 
 def _summary_to_dict(info: SummaryInfo) -> dict[str, Any]:
     return {
@@ -51,7 +54,7 @@ def to_record(message: Message) -> NewMessage:
     if message.summary is not None:
         metadata["summary"] = _summary_to_dict(message.summary)
     if message.counted is not None:
-        metadata["counted"] = message.counted
+        metadata[COUNTED] = message.counted
     # A Message is already a valid shape: constructing without re-validation keeps a
     # compaction's child (hundreds of messages) cheap to save.
     return NewMessage.model_construct(
@@ -77,7 +80,7 @@ def from_record(record: StoredMessage) -> Message:
         pinned=bool(record.metadata.get("pinned")),
         tokens=record.token_estimate,
         usage=Usage.from_mapping(record.usage),
-        counted=_positive(record.metadata.get("counted")),
+        counted=_positive(record.metadata.get(COUNTED)),
         summary=None if summary is None else _summary_from_dict(summary),
     )
 

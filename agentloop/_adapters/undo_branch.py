@@ -3,17 +3,13 @@ was said after the compaction (the compacted session and the parent stay as they
 
 from __future__ import annotations
 
-from agentloop._adapters.records import fork_session
+from agentloop._adapters.records import COUNTED, fork_session
 from agentloop._errors import AgentloopError
 from agentloop._sessions import NewMessage, SessionStore
 
 
 class NothingToUndoError(AgentloopError):
     """The session did not come from a compaction (or was never saved): nothing to undo."""
-
-
-COUNTED = "counted"
-"""The message metadata key of an API token count (see :func:`records.to_record`)."""
 
 
 def undo_branch(store: SessionStore, session_id: str) -> tuple[str, int]:
