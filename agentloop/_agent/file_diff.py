@@ -11,6 +11,7 @@ from __future__ import annotations
 import difflib
 
 from agentloop._agent.secrets import redact
+from agentloop._core.figures import plural
 from agentloop._core.tool import ToolResult
 
 __all__ = ["FileChange", "compact_diff"]
@@ -40,17 +41,13 @@ class FileChange(ToolResult):
         return hash((self.content, self.is_error))
 
 
-def _count(count: int, word: str) -> str:
-    return f"{count:,} {word}" if count == 1 else f"{count:,} {word}s"
-
-
 def _summary(added: int, removed: int) -> str:
     if added and removed:
-        return f"{_count(added, 'line')} added, {removed:,} removed"
+        return f"{plural(added, 'line')} added, {removed:,} removed"
     if added:
-        return f"{_count(added, 'line')} added"
+        return f"{plural(added, 'line')} added"
     if removed:
-        return f"{_count(removed, 'line')} removed"
+        return f"{plural(removed, 'line')} removed"
     return "no line changed"
 
 
@@ -60,7 +57,7 @@ def compact_diff(before: str | None, after: str) -> str:
     old = [] if before is None else before.splitlines()
     new = after.splitlines()
     if len(after) + len(before or "") > DIFF_MAX_CHARS:
-        return f"{_count(len(new), 'line')} now (too large to show the change)"
+        return f"{plural(len(new), 'line')} now (too large to show the change)"
     lines: list[str] = []
     added = removed = 0
     matcher = difflib.SequenceMatcher(None, old, new, autojunk=False)
@@ -75,10 +72,10 @@ def compact_diff(before: str | None, after: str) -> str:
             lines += [_line(j1 + k + 1, "+", new[j1 + k]) for k in range(j2 - j1)]
             removed += i2 - i1
             added += j2 - j1
-    head = "new file, " + _count(added, "line") if before is None else _summary(added, removed)
+    head = "new file, " + plural(added, "line") if before is None else _summary(added, removed)
     if len(lines) > DIFF_MAX_LINES:
         hidden = len(lines) - DIFF_MAX_LINES
-        lines = [*lines[:DIFF_MAX_LINES], f"     … {_count(hidden, 'more line')}"]
+        lines = [*lines[:DIFF_MAX_LINES], f"     … {plural(hidden, 'more line')}"]
     return redact("\n".join([head, *lines]))
 
 

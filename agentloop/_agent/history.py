@@ -10,6 +10,7 @@ from typing import Any
 
 from agentloop._agent.base import ToolStateError
 from agentloop._agent.workspace import display_path
+from agentloop._core.figures import plural
 
 __all__ = ["ToolCallRecord", "ToolHistory"]
 
@@ -30,8 +31,7 @@ _SUMMARY_CHARS = 80
 def _summarize_input(tool_input: Mapping[str, Any]) -> str:
     parts = [str(tool_input[key]) for key in _SUMMARY_KEYS if isinstance(tool_input.get(key), str)]
     if not parts and isinstance(tool_input.get("todos"), list):
-        count = len(tool_input["todos"])
-        parts = [f"{count} item" if count == 1 else f"{count} items"]
+        parts = [plural(len(tool_input["todos"]), "item")]
     if not parts:
         parts = [json.dumps(dict(tool_input), sort_keys=True, ensure_ascii=False, default=str)]
     text = display_path(" ".join(" ".join(parts).split()).replace("`", "'"))

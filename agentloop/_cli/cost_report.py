@@ -7,6 +7,8 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
+from agentloop._core.figures import plural
+
 if TYPE_CHECKING:
     from agentloop._adapters.session_costs import CostReport
     from agentloop._core.pricing import Price
@@ -24,17 +26,13 @@ def configured_prices() -> dict[str, Price] | None:
     return parse_prices(text)
 
 
-def _plural(count: int, word: str) -> str:
-    return f"{count:,} {word}" if count == 1 else f"{count:,} {word}s"
-
-
 def cost_lines(report: CostReport, title: str) -> list[str]:
     """Three lines: what, the tokens, the cache share and the price."""
     total = report.total
     usage = total.usage
-    requests = _plural(report.requests, "request")
+    requests = plural(report.requests, "request")
     if report.summary_requests:
-        requests += f", {_plural(report.summary_requests, 'summary request')}"
+        requests += f", {plural(report.summary_requests, 'summary request')}"
     mark = "~" if total.estimated else ""
     price = f"{mark}${total.dollars:,.4f}"
     if report.summaries.dollars:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Protocol, TextIO
 
 from agentloop._cli import render
 from agentloop._cli.render import Column
+from agentloop._core.figures import plural
 
 if TYPE_CHECKING:
     from agentloop._sessions import Session, SessionStore
@@ -250,7 +251,7 @@ def tree_command(
     members = {s.id for s in lineage}
 
     def describe(session: Session) -> tuple[str, str]:
-        parts = [session.id[:8], session.status, render.plural(session.message_count, "msg")]
+        parts = [session.id[:8], session.status, plural(session.message_count, "msg")]
         if session.parent_id is None or session.parent_id not in members:
             parts.append(f'"{render.one_line(session.title)}"' if session.title else "")
             parts.append(session.model)
@@ -258,7 +259,7 @@ def tree_command(
         if entry is not None:
             parts.append(render.compaction_note(entry, session.metadata))
         if in_place.get(session.id):
-            parts.append(f"(+{render.plural(in_place[session.id], 'no-op compaction')})")
+            parts.append(f"(+{plural(in_place[session.id], 'no-op compaction')})")
         marks = []
         if session.id == anchor.id and ref is not None and session.id != resume:
             marks.append("◀ this")

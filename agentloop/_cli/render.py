@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, NamedTuple, TextIO
 
 from agentloop._cli.cells import cells, cut_cells, pad
-from agentloop._core.figures import recorded_sources, token_figure
+from agentloop._core.figures import plural, recorded_sources, token_figure
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -73,10 +73,6 @@ def home_short(path: str) -> str:
     if home not in ("", "/") and (path == home or path.startswith(home + os.sep)):
         return "~" + path[len(home) :]
     return path
-
-
-def plural(count: int, word: str) -> str:
-    return f"{count:,} {word}" if count == 1 else f"{count:,} {word}s"
 
 
 def one_line(text: str) -> str:

@@ -285,7 +285,7 @@ def _undo_compaction(agent: CodingAgent, rest: str) -> None:
 
 
 def _messages(count: int) -> str:
-    from agentloop._cli.render import plural
+    from agentloop._core.figures import plural
 
     return plural(count, "message")
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from agentloop._cli.render import plural
+from agentloop._core.figures import plural
 from agentloop._errors import AgentloopError
 
 if TYPE_CHECKING:

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, TextIO, TypeVar
 
 from agentloop._cli.list_commands import DEFAULT_LIMIT
 from agentloop._cli.search_command import SEARCH_LIMIT, SEARCH_MAX
+from agentloop._core.figures import plural
 from agentloop._core.validation import parse_positive_int
 from agentloop._errors import AgentloopError, ConfigurationError
 
@@ -420,7 +421,7 @@ def delete_command(
         count = sum(member.message_count for member in members)
         question = (
             f"Delete conversation {members[0].id[:8]}: "
-            f"{render.plural(len(members), 'session')}, {render.plural(count, 'message')}?"
+            f"{plural(len(members), 'session')}, {plural(count, 'message')}?"
         )
     else:
         members = store.lineage(session.id)
@@ -428,19 +429,18 @@ def delete_command(
         if later:
             raise AgentloopError(
                 f"session {session.id[:8]} continues in "
-                f"{render.plural(later, 'later session')}; --lineage deletes the whole "
-                f"conversation ({render.plural(len(members), 'session')})"
+                f"{plural(later, 'later session')}; --lineage deletes the whole "
+                f"conversation ({plural(len(members), 'session')})"
             )
         title = f' "{render.one_line(session.title)}"' if session.title else ""
         question = (
-            f"Delete session {session.id[:8]}{title} "
-            f"({render.plural(session.message_count, 'message')})?"
+            f"Delete session {session.id[:8]}{title} ({plural(session.message_count, 'message')})?"
         )
     if not confirm(question, yes=yes):
         out.write("Nothing deleted.\n")
         return
     deleted = store.delete_session(session.id, lineage=lineage)
-    out.write(f"Deleted {render.plural(deleted, 'session')}.\n")
+    out.write(f"Deleted {plural(deleted, 'session')}.\n")
 
 
 def _descendants(session_id: str, lineage: Sequence[Session]) -> int:
@@ -457,13 +457,12 @@ def _descendants(session_id: str, lineage: Sequence[Session]) -> int:
 
 def age_text(delta: timedelta) -> str:
     """A duration in its largest whole unit: ``30 days``, ``90 minutes``, ``1 second``."""
-    from agentloop._cli import render
 
     seconds = int(delta.total_seconds())
     for unit, size in (("week", 604800), ("day", 86400), ("hour", 3600), ("minute", 60)):
         if seconds >= size and seconds % size == 0:
-            return render.plural(seconds // size, unit)
-    return render.plural(seconds, "second")
+            return plural(seconds // size, unit)
+    return plural(seconds, "second")
 
 
 def prune_command(
@@ -476,7 +475,6 @@ def prune_command(
 ) -> None:
     """Delete every conversation of ``workspace`` (None: of every workspace) not active for
     ``older_than``, saying first how many conversations and sessions that is."""
-    from agentloop._cli import render
 
     where = "in every workspace" if workspace is None else f"in {workspace}"
     age = age_text(older_than)
@@ -490,16 +488,16 @@ def prune_command(
         out.write(f"No conversation {where} is older than {age}; nothing deleted.\n")
         return
     sessions = sum(row.sessions for row in idle)
-    what = f"{render.plural(len(idle), 'conversation')} ({render.plural(sessions, 'session')})"
+    what = f"{plural(len(idle), 'conversation')} ({plural(sessions, 'session')})"
     question = f"Delete {what} {where} not active in the last {age}?"
     if not confirm(question, yes=yes, subject=what):
         out.write("Nothing deleted.\n")
         return
     deleted = store.prune(older_than=older_than, workspace=workspace)
-    out.write(f"Deleted {render.plural(deleted, 'session')}")
+    out.write(f"Deleted {plural(deleted, 'session')}")
     kept = sessions - deleted
     if kept > 0:
-        out.write(f" ({render.plural(kept, 'session')} in use or active meanwhile kept)")
+        out.write(f" ({plural(kept, 'session')} in use or active meanwhile kept)")
     out.write(".\n")
 
 
@@ -508,7 +506,6 @@ def prune_command(
 
 def copy_command(store: SessionStore, out: TextIO, target: str) -> None:
     """Copy everything in ``store`` to the store at ``target``; print what was done."""
-    from agentloop._cli import render
     from agentloop._cli.store_access import open_cli_store
     from agentloop._sessions import copy_store
 
@@ -523,5 +520,5 @@ def copy_command(store: SessionStore, out: TextIO, target: str) -> None:
         )
     )
     shown = re.sub(r"(://[^:/@]+):[^@]*@", r"\1:***@", target)  # never print a password
-    conversations = render.plural(report.lineages, "conversation")
+    conversations = plural(report.lineages, "conversation")
     out.write(f"Copied {conversations} to {shown}: {copied}.\n")

@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Literal, TextIO
 
 from agentloop._cli import markup, render
+from agentloop._core.figures import plural
 
 if TYPE_CHECKING:
     from agentloop._adapters.session_costs import CostReport
@@ -68,7 +69,7 @@ def _made_by_text(entry: CompactionEntry, session: Session, parent: str) -> str:
     figures = render.compaction_figures(entry, session.metadata)
     return (
         f"from {parent}: {entry.messages_before:,} → "
-        f"{render.plural(entry.messages_after, 'message')}"
+        f"{plural(entry.messages_after, 'message')}"
         f"{' ' + figures if figures else ''} by {entry.strategy}"
     )
 
@@ -104,7 +105,7 @@ def show_command(store: SessionStore, out: TextIO, ref: str, *, as_json: bool = 
         fields.append(("Compacted", _made_by_text(made_by, session, made_by.parent_id[:8])))
     if record.compaction_count:
         last = render.when(record.last_compacted_at) if record.last_compacted_at else "-"
-        count = render.plural(record.compaction_count, "compaction")
+        count = plural(record.compaction_count, "compaction")
         fields.append(("Compaction", f"{count} in this lineage, last {last}"))
     width = max(len(name) for name, _ in fields)
     for name, value in fields:

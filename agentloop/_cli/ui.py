@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, TextIO
 
-from agentloop._cli.render import home_short, plural
+from agentloop._cli.render import home_short
 from agentloop._cli.spinner import Spinner
-from agentloop._core.figures import percent_figure, token_figure
+from agentloop._core.figures import percent_figure, plural, token_figure
 from agentloop._loop.agent_loop import LoopEvents
 
 if TYPE_CHECKING:

@@ -59,3 +59,8 @@ def recorded_sources(metadata: Mapping[str, Any] | None) -> tuple[str | None, st
         before if before in SOURCES else None,
         after if after in SOURCES else None,
     )
+
+
+def plural(count: int, word: str) -> str:
+    """A count with its noun, as every surface writes one: ``1 sample``, ``2,048 samples``."""
+    return f"{count:,} {word}" if count == 1 else f"{count:,} {word}s"
