@@ -40,6 +40,35 @@ class IterationUsage:
     usage: Usage
 
 
+@dataclass(frozen=True, slots=True)
+class OnDemandCompaction:
+    """Ask the API to summarize the request's messages now (on-demand compaction, beta
+    ``compact-2026-09-04``): the reply is one assistant message holding one signed
+    ``compaction`` block, stop reason ``compaction``, nothing sampled after it. The request
+    keeps the conversation's model, system and tools so kept turns keep their thinking."""
+
+    instructions: str | None = None
+    """Replaces the API's own summarization prompt (None or blank: the API's prompt)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Thinking:
+    """How a request asks the model to think (the ``thinking`` and ``output_config`` params).
+
+    ``kind`` is ``adaptive`` (the 5.x default), ``between_tools`` or ``none`` (send no
+    ``thinking`` param: models that do not think). ``display`` is ``summarized`` (text the
+    terminal can show), ``omitted`` or None (the API's default). ``effort`` goes to
+    ``output_config.effort`` (None: the API's default). ``drop_block`` sends
+    ``block_binding.prefix_mismatch_behavior: "drop_block"`` with its beta header: the last
+    resort a session stores once a request was refused for a thinking block bound elsewhere.
+    """
+
+    kind: str = "adaptive"
+    display: str | None = "summarized"
+    effort: str | None = None
+    drop_block: bool = False
+
+
 class ServerCompactionUnsupported(ModelError):
     """The model or endpoint refused server-side compaction (the loop falls back to ``auto``)."""
 
@@ -58,6 +87,10 @@ class ModelRequest:
     server_compaction: ServerCompaction | None = None
     """Let the API compact on the server (only models that offer it; see
     :class:`ServerCompactingModel`)."""
+    compaction: OnDemandCompaction | None = None
+    """Summarize ``messages`` on the API now (see :class:`OnDemandCompaction`)."""
+    thinking: Thinking | None = None
+    """How the model thinks (None: the adapter's choice for the model, from its capabilities)."""
     cache_newest: bool = True
     """Whether the newest message is a prompt-cache breakpoint. False for a one-off request (a
     summary that continues the conversation): it reads the conversation's cached prefix and
@@ -74,6 +107,11 @@ class ModelResponse:
     model: str = ""
     iterations: tuple[IterationUsage, ...] = ()
     """The API's per-iteration usage, when it reports one (a server compaction does)."""
+    input_transformations: tuple[dict[str, Any], ...] = ()
+    """What the API dropped or let through of the thinking sent back (``thinking_dropped`` /
+    ``thinking_mismatch_allowed`` entries, each with ``path`` and ``reason``)."""
+    stop_details: dict[str, Any] | None = None
+    """The API's ``stop_details`` (a ``refusal``'s category and explanation)."""
 
     @property
     def text(self) -> str:
@@ -111,6 +149,14 @@ class ServerCompactingModel(Protocol):
     :class:`ServerCompactionUnsupported` when the API refuses it for a model."""
 
     def supports_server_compaction(self, model: str) -> bool: ...
+
+
+@runtime_checkable
+class OnDemandCompactingModel(Protocol):
+    """A model whose API writes summaries itself (:class:`OnDemandCompaction`); the answer
+    comes from the Models API's ``capabilities.compaction`` and is cached per model."""
+
+    def supports_on_demand_compaction(self, model: str) -> bool: ...
 
 
 @runtime_checkable
