@@ -27,6 +27,23 @@ class PromptTooLongError(ModelError):
     """The API refused the request because the prompt exceeds the model's context window."""
 
 
+class CompactionFailed(ModelError):
+    """An on-demand compaction returned no summary (``stop_reason`` says why: ``max_tokens``,
+    ``refusal``, ``tool_use``...; None when the API could not compact at all, e.g. a 529
+    ``compaction_unavailable``). The caller keeps the history and summarizes another way."""
+
+    def __init__(
+        self, message: str, *, stop_reason: str | None = None, status_code: int | None = None
+    ) -> None:
+        super().__init__(message, status_code=status_code)
+        self.stop_reason = stop_reason
+
+
+class ThinkingBindingError(ModelError):
+    """The API refused a thinking block sent back because it is bound to a different
+    conversation (its prefix changed). The loop retries once with ``drop_block``."""
+
+
 class IncompleteReplyError(ModelError):
     """The reply broke off: the stream ended without ``message_stop``, or the connection
     dropped mid-reply. What was shown is not a whole answer and is never stored as one."""

@@ -16,7 +16,7 @@ from typing import Any
 
 from agentloop._core.blocks import is_text, is_tool_use
 from agentloop._core.messages import ContentBlock, Message, Usage
-from agentloop._core.model import ModelRequest, ModelResponse, TextCallback
+from agentloop._core.model import IterationUsage, ModelRequest, ModelResponse, TextCallback
 from agentloop._errors import ModelError
 
 __all__ = [
@@ -66,12 +66,42 @@ def tool_reply(*calls: ContentBlock, text: str = "") -> Reply:
 class _RecordingModel:
     """Shared behaviour: counting usage, streaming text, keeping the requests."""
 
-    def __init__(self, *, input_token_factor: float = 1.0, counts_tokens: bool = False) -> None:
+    def __init__(
+        self,
+        *,
+        input_token_factor: float = 1.0,
+        counts_tokens: bool = False,
+        on_demand_compaction: bool = False,
+    ) -> None:
         self.requests: list[ModelRequest] = []
         self.counted: list[ModelRequest] = []
         self.input_token_factor = input_token_factor
         self.counts_tokens = counts_tokens
+        self.on_demand_compaction = on_demand_compaction
         self._estimator: Any = None
+
+    def supports_on_demand_compaction(self, model: str) -> bool:
+        """Whether this double writes summaries itself (``on_demand_compaction=True``): a
+        request with ``compaction`` is then answered with a signed-looking compaction block."""
+        return self.on_demand_compaction
+
+    def _compaction_reply(self, request: ModelRequest) -> ModelResponse:
+        """The answer to an on-demand compaction request: one compaction block summarizing
+        the requests seen, zero top-level usage, the work in a ``compaction`` iteration."""
+        self.requests.append(request)
+        if not self.on_demand_compaction:
+            raise ModelError("this model does not offer on-demand compaction")
+        asks = [m.text.strip()[:200] for m in request.messages if m.is_request and m.text.strip()]
+        content = "## Goal\n" + ("\n".join(f"- {a}" for a in asks[-5:]) or "none")
+        block = {"type": "compaction", "content": content, "signature": f"sig-{len(content)}"}
+        work = Usage(input_tokens=self._count(request), output_tokens=len(content) // 4 + 1)
+        return ModelResponse(
+            content=(block,),
+            usage=Usage(),
+            stop_reason="compaction",
+            model=request.model,
+            iterations=(IterationUsage("compaction", work),),
+        )
 
     def count_tokens(self, request: ModelRequest) -> int:
         """What this model would report as input tokens for ``request`` (like the Messages
@@ -183,8 +213,13 @@ class ScriptedModel(_RecordingModel):
         input_token_factor: float = 1.0,
         counts_tokens: bool = False,
         summarizer: Callable[[ModelRequest], str] = scripted_summary,
+        on_demand_compaction: bool = False,
     ) -> None:
-        super().__init__(input_token_factor=input_token_factor, counts_tokens=counts_tokens)
+        super().__init__(
+            input_token_factor=input_token_factor,
+            counts_tokens=counts_tokens,
+            on_demand_compaction=on_demand_compaction,
+        )
         self.replies: list[Reply] = [text_reply(r) if isinstance(r, str) else r for r in replies]
         self.default = default
         self.summarizer = summarizer
@@ -193,6 +228,8 @@ class ScriptedModel(_RecordingModel):
         self.replies.extend(text_reply(r) if isinstance(r, str) else r for r in replies)
 
     def complete(self, request: ModelRequest, on_text: TextCallback | None = None) -> ModelResponse:
+        if request.compaction is not None:
+            return self._compaction_reply(request)
         if request.metadata.get("purpose") == "summary":
             return self._respond(request, text_reply(self.summarizer(request)), None)
         if self.replies:
@@ -216,6 +253,7 @@ class FunctionModel(_RecordingModel):
     function: Callable[[ModelRequest], Reply | str | Sequence[ContentBlock]]
     input_token_factor: float = 1.0
     counts_tokens: bool = False
+    on_demand_compaction: bool = False
     requests: list[ModelRequest] = field(default_factory=list)
     counted: list[ModelRequest] = field(default_factory=list)
 
@@ -223,6 +261,8 @@ class FunctionModel(_RecordingModel):
         self._estimator = None
 
     def complete(self, request: ModelRequest, on_text: TextCallback | None = None) -> ModelResponse:
+        if request.compaction is not None and self.on_demand_compaction:
+            return self._compaction_reply(request)
         try:
             answer = self.function(request)
         except Exception:

@@ -8,10 +8,15 @@ transcript runs three ways: no cache breakpoints at all, the system prompt alone
 state before issue 17), and breakpoints that follow the conversation (this issue); once with a
 window small enough for several compactions, once with a 200k window (no compaction).
 
-Columns: requests made, compactions, summarizer calls per compaction, billed input as a
-multiple of the same requests' uncached input (all requests, then the summary requests alone),
-and dollars per session at Sonnet 4.6 prices ($3/MTok input, $3.75 write, $0.30 read,
-$15 output). Run: ``python benchmarks/bench_cost.py [--size N] [--window N]``.
+Each runs on both paths: ``client`` (a model without on-demand compaction: agentloop writes
+the summaries, continuing the cached conversation) and ``on-demand`` (the API writes them:
+``compaction`` in the request); summaries are prepared in the background (the default).
+
+Columns: requests made, compactions, summary requests per compaction, billed input as a
+multiple of the same requests' uncached input (all requests by cache mode, then the summary
+requests alone), and dollars per session at Sonnet 4.6 prices ($3/MTok input, $3.75 write,
+$0.30 read, $15 output). Run: ``python benchmarks/bench_cost.py [--size N] [--window N]
+[--paths client on-demand] [--quick]`` (``--quick``: the conversation mode only).
 """
 
 from __future__ import annotations
@@ -23,10 +28,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import bench_support  # noqa: F401  (puts the repository and tests/ on sys.path)
+import bench_support  # puts the repository and tests/ on sys.path; print_table
 from fake_api import Bill, FakeAnthropicServer, billed_ratio
-from support.replay import ReplayRun, replay, user_turns
+from support.replay import PREPARE_AT, user_turns
 from transcripts import Transcript, buried_errors_session, coding_session, steering_session
+from trigger_trace import PATHS, Replayed, replay_traced
 
 from agentloop import Usage
 from agentloop._core.cache import CacheMode
@@ -59,25 +65,31 @@ def usage_of(b: Bill) -> Usage:
     )
 
 
+def dollars(bills: list[Bill]) -> float:
+    return sum(bill(usage_of(b), "claude-sonnet-4-6").dollars for b in bills)
+
+
 @dataclass
 class Row:
     transcript: str
+    path: str
     window: int
-    mode: CacheMode
-    run: ReplayRun
-
-    @property
-    def dollars(self) -> float:
-        return sum(bill(usage_of(b), "claude-sonnet-4-6").dollars for b in self.run.bills)
+    runs: dict[CacheMode, Replayed]
 
 
-def run_one(transcript: Transcript, window: int, mode: CacheMode) -> ReplayRun:
+def run_one(transcript: Transcript, window: int, mode: CacheMode, path: str) -> Replayed:
     first = str(user_turns(transcript.messages)[0][0]["text"])
     with FakeAnthropicServer() as server:
-        run = replay(server, transcript, window=window, summary=summary_for(first), cache=mode)
-        if server.violations:
-            raise SystemExit(f"the test server saw broken requests: {server.violations[:3]}")
-    return run
+        return replay_traced(
+            server,
+            transcript,
+            model_name=PATHS[path],
+            window=window,
+            summary=summary_for(first),
+            strategy="auto",
+            prepare_at=PREPARE_AT,
+            cache=mode,
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -86,6 +98,10 @@ def main(argv: list[str] | None = None) -> int:
         "--size", type=int, default=240, help="transcript length in messages (the long one: 2.5x)"
     )
     parser.add_argument("--window", type=int, default=60_000, help="the small window")
+    parser.add_argument(
+        "--paths", nargs="+", choices=sorted(PATHS), default=["client", "on-demand"]
+    )
+    parser.add_argument("--quick", action="store_true", help="the conversation mode only")
     args = parser.parse_args(argv)
 
     corpus = {
@@ -95,33 +111,37 @@ def main(argv: list[str] | None = None) -> int:
     }
     runs = [(name, t, window) for name, t in corpus.items() for window in (args.window, 200_000)]
     # A session long enough to compact in a 200k window (the replay Claude Code was billed on).
-    runs.append(("coding (long)", coding_session(0, args.size * 5 // 2), 200_000))
+    runs.append(("coding, long", coding_session(0, args.size * 5 // 2), 200_000))
+    modes: tuple[CacheMode, ...] = ("conversation",) if args.quick else MODES
     rows = [
-        Row(name, window, mode, run_one(transcript, window, mode))
-        for name, transcript, window in runs
-        for mode in MODES
+        Row(name, path, window, {mode: run_one(t, window, mode, path) for mode in modes})
+        for path in args.paths
+        for name, t, window in runs
     ]
 
-    header = (
-        f"{'transcript':<14} {'window':>7} {'cache':<13} {'requests':>8} {'compactions':>11} "
-        f"{'calls/compaction':>16} {'billed/uncached':>15} {'summaries':>9} {'$/session':>9}"
-    )
-    print(header)
-    print("-" * len(header))
+    header = ["transcript", "path", "window", "requests", "compactions"]
+    header += [f"billed / uncached: {LABELS[mode]}" for mode in MODES]
+    header += ["summary requests per compaction", "summary requests", "$ uncached → now"]
+    table = []
     for row in rows:
-        run = row.run
-        calls = [c for c in run.summary_calls if c > 0]
+        now = row.runs["conversation"]
+        calls = [t.summary.summary_calls for t in now.transitions]
         per = f"{statistics.mean(calls):.2f}" if calls else "-"
-        summaries = f"{billed_ratio(run.summary_bills):.2f}x" if run.summary_bills else "-"
-        print(
-            f"{row.transcript:<14} {row.window:>7,} {LABELS[row.mode]:<13} {len(run.bills):>8} "
-            f"{len(run.transitions):>11} {per:>16} {run.ratio:>14.3f}x {summaries:>9} "
-            f"{row.dollars:>9.3f}"
+        ratios = [f"{billed_ratio(r.bills):.3f}x" if (r := row.runs.get(m)) else "-" for m in MODES]
+        summaries = f"{billed_ratio(now.summary_bills):.2f}x" if now.summary_bills else "-"
+        uncached = sum(
+            bill(Usage(b.uncached_input, b.output_tokens), "claude-sonnet-4-6").dollars
+            for b in now.bills
         )
+        cost = f"${uncached:.2f} → ${dollars(now.bills):.2f}"
+        where = [row.transcript, row.path, f"{row.window // 1000}k"]
+        table.append([*where, str(len(now.bills)), str(len(now.transitions)), *ratios])
+        table[-1] += [per, summaries, cost]
+    bench_support.print_table(header, table, "ll")
     print()
     print(
-        "billed/uncached: what the input cost (reads 0.1x, writes 1.25x) over what the same "
-        "requests cost with no cache at all; summaries: the same, for the summary requests alone."
+        "billed / uncached: what the input cost (reads 0.1x, writes 1.25x) over what the same "
+        "requests cost with no cache at all; summary requests: the same, for them alone."
     )
     print(
         "LangChain's SummarizationMiddleware is not replayed for its bill here (see "

@@ -1,15 +1,22 @@
-"""How long a compaction holds the user up, with and without the summary prepared ahead (issue 18).
+"""How long a compaction holds the user up, with and without the summary prepared ahead
+(issues 18 and 27).
 
-The coding transcript of the test corpus is replayed through ``AgentLoop`` on the real
-``anthropic`` SDK against the test server, which answers each reply after ``--reply`` seconds
-and each summary after ``--summary`` seconds. The stall of a compaction is the time from its
-start to the child taking over (what the user waits for on the turn that crosses the trigger).
+Two workloads, each on both paths: ``client`` (a model without on-demand compaction:
+agentloop writes the summary, continuing the cached conversation) and ``on-demand`` (the API
+writes it: ``compaction`` in the request). The test server answers each reply after
+``--reply`` seconds and each summary, agentloop's or the API's, after ``--summary`` seconds.
 
-Columns: the stall (median and worst), summary requests per compaction, summary requests made
-in the background and thrown away, and the session's bill (billed input over uncached input)
-with the extra input of the discarded ones as a share of it. ``--scale`` divides every latency
-(the figures printed are multiplied back, and say so): at the default of 10 a run with 1 s
-replies takes a tenth of the time. Run: ``python benchmarks/bench_latency.py [--scale 1]``.
+- **turns** (the issue's workload, real time): requests and replies of a fixed number of words
+  at a 60k window, through ``AgentLoop`` on the real SDK. Several sizes, so that the trigger
+  falls at different points of the background request's life.
+- **transcript**: the coding transcript of the test corpus replayed (tool calls, recorded
+  results), latencies divided by ``--scale`` and the stalls multiplied back (the CPU part of a
+  stall is then counted ``--scale`` times over).
+
+The stall of a compaction is the time from its start to the child taking over; of it, what
+was spent waiting for the request in flight in the background. "At the trigger": summary
+requests made there and then (each one the user waits for). Run:
+``python benchmarks/bench_latency.py [--quick] [--cli]``.
 """
 
 from __future__ import annotations
@@ -18,37 +25,18 @@ import argparse
 import itertools
 import statistics
 import sys
+from collections.abc import Sequence
 from typing import Any
 
-import bench_support  # noqa: F401  (puts the repository and tests/ on sys.path)
+import bench_support  # puts the repository and tests/ on sys.path; print_table
 from bench_cost import summary_for
 from fake_api import FakeAnthropicServer, billed_ratio
-from support.replay import PREPARE_AT, ReplayRun, replay, user_turns
+from support.replay import PREPARE_AT, user_turns
 from transcripts import coding_session
-
-
-def run_one(
-    window: int, size: int, prepare: bool, reply: float, summary: float, scale: float
-) -> ReplayRun:
-    transcript = coding_session(0, size)
-    first = str(user_turns(transcript.messages)[0][0]["text"])
-    with FakeAnthropicServer() as server:
-        run = replay(
-            server,
-            transcript,
-            window=window,
-            summary=summary_for(first),
-            strategy="summarize",
-            prepare_at=PREPARE_AT if prepare else None,
-            reply_delay=reply / scale,
-            summary_delay=summary / scale,
-        )
-        if server.violations:
-            raise SystemExit(f"the test server saw broken requests: {server.violations[:3]}")
-    return run
-
+from trigger_trace import PATHS, AtTrigger, on_demand_delay, replay_traced, traced
 
 WORDS = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "theta", "kappa", "lambda"]
+SYSTEM = "You are a careful assistant. Answer every request in full."
 
 
 def words(label: str, count: int) -> str:
@@ -56,11 +44,11 @@ def words(label: str, count: int) -> str:
 
 
 class CliScript:
-    """The test server's handler for the CLI run: replies after ``reply`` seconds, summaries
-    (the first request and, in the background, its refreshes) after ``summary`` seconds."""
+    """The test server's handler for the turns: replies of ``size`` words after ``reply``
+    seconds, agentloop's summaries after ``summary`` seconds."""
 
-    def __init__(self, reply: float, summary: float, first: str) -> None:
-        self.reply, self.summary, self.first = reply, summary, first
+    def __init__(self, reply: float, summary: float, first: str, size: int = 1000) -> None:
+        self.reply, self.summary, self.first, self.size = reply, summary, first, size
         self.turn = 0
 
     def __call__(self, body: dict[str, Any]) -> Any:
@@ -72,7 +60,102 @@ class CliScript:
                 f"## Goal\n{self.first}\n\n## Progress\nin progress", delay=self.summary
             )
         self.turn += 1
-        return text_reply(words(f"answer {self.turn}", 1000), delay=self.reply)
+        return text_reply(words(f"answer {self.turn}", self.size), delay=self.reply)
+
+
+def turns_run(
+    path: str, size: int, turns: int, *, window: int, prepare: bool, reply: float, summary: float
+) -> list[AtTrigger]:
+    """``turns`` requests of ``size`` words, each answered with ``size`` words, in real time."""
+    from agentloop import AgentLoop, AnthropicModel, CompactionSettings, ConversationCompacter
+
+    lines = [words(f"request {n}", size) for n in range(turns)]
+    with FakeAnthropicServer() as server, on_demand_delay(summary):
+        server.handler = CliScript(reply, summary, lines[0][:60], size)
+        model = AnthropicModel(api_key="test-key", base_url=server.base_url, max_retries=0)
+        settings = CompactionSettings(
+            strategy="summarize", prepare_at=PREPARE_AT if prepare else None
+        )
+        compacter = ConversationCompacter(
+            model=model, model_name=PATHS[path], context_window=window, settings=settings
+        )
+        loop = AgentLoop(model=model, model_name=PATHS[path], compacter=compacter, system=SYSTEM)
+        events = traced(loop)
+        try:
+            for line in lines:
+                loop.run_turn(line)
+        finally:
+            loop.close()
+        if server.violations:
+            raise SystemExit(f"the test server saw broken requests: {server.violations[:3]}")
+    return events.done
+
+
+def cells(done: Sequence[AtTrigger]) -> list[str]:
+    """Compactions, stall median / worst, worst wait for the background, summary requests at
+    the trigger (most in one compaction), compactions with a request in flight at the trigger."""
+    if not done:
+        return ["0", "-", "-", "-", "-"]
+    stalls = [d.stall for d in done]
+    return [
+        str(len(done)),
+        f"{statistics.median(stalls):.2f} / {max(stalls):.2f} s",
+        f"{max(d.waited for d in done):.2f} s",
+        str(max(d.summary_calls for d in done)),
+        str(sum(d.in_flight for d in done)),
+    ]
+
+
+def turns_table(paths: Sequence[str], sizes: Sequence[int], reply: float, summary: float) -> None:
+    print(
+        f"\nturns: a 60k window, replies {reply:g} s, summaries {summary:g} s, real time "
+        "(summaries prepared ahead)\n"
+    )
+    header = ["path", "words a turn", "compactions", "stall, median / worst", "waited, worst"]
+    header += ["summary requests at the trigger", "a request in flight at the trigger"]
+    rows = []
+    for path, size in itertools.product(paths, sizes):
+        done = turns_run(path, size, 40, window=60_000, prepare=True, reply=reply, summary=summary)
+        rows.append([path, f"{size:,}", *cells(done)])
+    bench_support.print_table(header, rows, "ll")
+
+
+def transcript_table(
+    paths: Sequence[str],
+    cases: Sequence[tuple[int, int]],
+    reply: float,
+    summary: float,
+    scale: float,
+) -> None:
+    print(
+        f"\ntranscript: the coding transcript, replies {reply:g} s, summaries {summary:g} s; "
+        f"latencies divided by {scale:g}, stalls multiplied back\n"
+    )
+    header = ["path", "window", "prepared", "compactions", "stall, median / worst"]
+    header += ["waited, worst", "summary requests at the trigger"]
+    header += ["in flight at the trigger", "summary requests per compaction", "bill"]
+    rows = []
+    for path, (window, size), prepare in itertools.product(paths, cases, (False, True)):
+        transcript = coding_session(0, size)
+        first = str(user_turns(transcript.messages)[0][0]["text"])
+        with FakeAnthropicServer() as server:
+            run = replay_traced(
+                server,
+                transcript,
+                model_name=PATHS[path],
+                window=window,
+                summary=summary_for(first),
+                prepare_at=PREPARE_AT if prepare else None,
+                reply_delay=reply / scale,
+                summary_delay=summary / scale,
+                scale=scale,
+            )
+        calls = [t.summary.summary_calls for t in run.transitions]
+        per = f"{statistics.mean(calls):.2f}" if calls else "-"
+        bill = f"{billed_ratio(run.bills):.3f}x"
+        prepared = "yes" if prepare else "no"
+        rows.append([path, f"{window // 1000}k", prepared, *cells(run.triggers), per, bill])
+    bench_support.print_table(header, rows, "ll")
 
 
 def cli_run(prepare: bool, reply: float, summary: float, turns: int = 50) -> list[float]:
@@ -144,63 +227,36 @@ def cli_run(prepare: bool, reply: float, summary: float, turns: int = 50) -> lis
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--reply", type=float, default=1.0, help="seconds per reply")
+    parser.add_argument("--summary", type=float, default=4.0, help="seconds per summary")
+    parser.add_argument("--scale", type=float, default=10.0, help="transcript: divide latencies")
     parser.add_argument(
-        "--summaries", type=float, nargs="+", default=[4.0, 30.0], help="seconds per summary"
+        "--paths", nargs="+", choices=sorted(PATHS), default=["client", "on-demand"]
     )
-    parser.add_argument("--scale", type=float, default=10.0, help="divide every latency by this")
+    parser.add_argument("--quick", action="store_true", help="one turn size, two windows")
     parser.add_argument(
         "--cli", action="store_true", help="only the console script, at real latencies"
     )
     args = parser.parse_args(argv)
 
     if args.cli:
-        summary = args.summaries[0]
         print(
             f"The console script, 50 turns, a 60k window: replies {args.reply:g} s, summaries "
-            f"{summary:g} s (real time)"
+            f"{args.summary:g} s (real time)"
         )
         print(f"{'prepared':<8} {'compactions':>11} {'stalls':<40} {'worst':>8}")
         for prepare in (False, True):
-            stalls = cli_run(prepare, args.reply, summary)
+            stalls = cli_run(prepare, args.reply, args.summary)
             shown = ", ".join(f"{s:.2f} s" for s in stalls)
             worst = f"{max(stalls):.2f} s" if stalls else "-"
             print(f"{'yes' if prepare else 'no':<8} {len(stalls):>11} {shown:<40} {worst:>8}")
         return 0
 
-    cases = [(30_000, 120), (60_000, 240), (200_000, 600)]
-    header = (
-        f"{'window':>7} {'summary':>8} {'prepared':<8} {'compactions':>11} {'stall median':>12} "
-        f"{'stall worst':>11} {'calls/compaction':>16} {'discarded':>9} {'billed':>8} "
-        f"{'discarded share':>15}"
-    )
-    print(f"replies {args.reply:g} s; latencies divided by {args.scale:g}, stalls multiplied back")
-    print(header)
-    print("-" * len(header))
-    for window, size in cases:
-        for summary in args.summaries:
-            for prepare in (False, True):
-                run = run_one(window, size, prepare, args.reply, summary, args.scale)
-                stalls = [s * args.scale for s in run.stalls]
-                median = f"{statistics.median(stalls):.2f} s" if stalls else "-"
-                worst = f"{max(stalls):.2f} s" if stalls else "-"
-                summaries = [t.summary for t in run.transitions]
-                calls = [s.summary_calls for s in summaries]
-                per = f"{statistics.mean(calls):.2f}" if calls else "-"
-                discarded = sum(s.discarded_calls for s in summaries)
-                wasted = sum(s.discarded_usage.prompt_tokens for s in summaries)
-                billed = sum(b.billed_input for b in run.bills)
-                extra = sum(
-                    (s.discarded_usage.input_tokens)
-                    + 1.25 * s.discarded_usage.cache_creation_input_tokens
-                    + 0.1 * s.discarded_usage.cache_read_input_tokens
-                    for s in summaries
-                )
-                share = f"{extra / billed:.1%}" if billed and wasted else "0"
-                print(
-                    f"{window:>7,} {summary:>7g}s {'yes' if prepare else 'no':<8} "
-                    f"{len(run.transitions):>11} {median:>12} {worst:>11} {per:>16} "
-                    f"{discarded:>9} {billed_ratio(run.bills):>7.3f}x {share:>15}"
-                )
+    sizes = [1300] if args.quick else [1000, 1300, 1600]
+    turns_table(args.paths, sizes, args.reply, args.summary)
+    cases = [(12_000, 120), (60_000, 240)]
+    if not args.quick:
+        cases = [(12_000, 120), (30_000, 120), (60_000, 240), (200_000, 600)]
+    transcript_table(args.paths, cases, args.reply, args.summary, args.scale)
     return 0
 
 

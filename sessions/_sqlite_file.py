@@ -6,6 +6,7 @@ A file that is not an agentloop store is refused before SQLite may write to it.
 
 from __future__ import annotations
 
+import errno
 import os
 import sqlite3
 from contextlib import suppress
@@ -82,6 +83,11 @@ def map_error(error: sqlite3.Error, path: Path, busy_timeout: float) -> SessionE
         )
     if isinstance(error, sqlite3.ProgrammingError) and "closed" in lowered:
         return StoreError(f"session store {path} is closed", path=path)
+    if isinstance(error, sqlite3.OperationalError) and is_disk_full(error, path.parent):
+        return StoreError(
+            f"session store {path}: the disk is full ({text}); nothing more was written",
+            path=path,
+        )
     if isinstance(error, sqlite3.OperationalError | sqlite3.IntegrityError):
         return StoreError(f"session store {path}: {text}", path=path)
     return StoreCorruptError(
@@ -124,37 +130,113 @@ def _remove_stale_temporaries(path: Path) -> None:
 
 
 def _create_store(path: Path) -> None:
-    """Build a complete store beside ``path`` and link it into place.
+    """Build a complete store beside ``path``, check it, and link it into place.
 
-    The store appears at ``path`` only once fully initialized, so a crash during creation never
-    leaves a half-made file behind (and an empty file is never mistaken for a store).
+    The store appears at ``path`` only once fully written and checked, so neither a crash nor a
+    full disk during creation ever leaves a half-made file behind (and an empty file is never
+    mistaken for a store). It is built with its rollback journal in memory, so every page it
+    holds is in the file itself when COMMIT returns (a write-ahead log would hold them until a
+    checkpoint at close, which fails silently on a full disk); it is switched to WAL last.
     """
     temporary = path.with_name(_temporary_name(path))
     descriptor = os.open(temporary, os.O_CREAT | os.O_EXCL | os.O_WRONLY, FILE_MODE)
     os.close(descriptor)
-    os.chmod(temporary, FILE_MODE)  # the umask may have narrowed it; never let it widen.
     try:
+        os.chmod(temporary, FILE_MODE)  # the umask may have narrowed it; never let it widen.
         conn = sqlite3.connect(str(temporary), isolation_level=None)
         try:
-            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA journal_mode = MEMORY")  # a failure discards the whole file
+            conn.execute("PRAGMA synchronous = FULL")
             conn.execute("BEGIN IMMEDIATE")
             _migrations.apply_pending(conn)
             conn.execute("COMMIT")
+            conn.execute("PRAGMA journal_mode = WAL")
         finally:
             conn.close()
+        _check_created(temporary)
+        _sync(temporary)
         try:
             os.link(temporary, path)
         except FileExistsError:
             pass  # another process created the store first: use theirs.
-        except OSError:
+        except OSError as error:
+            if error.errno in _FULL_ERRNOS:
+                raise
             # No hard links on this file system: a rename could replace a store created in
             # the meantime, so only rename onto a path that is still free.
             if not path.exists():
                 os.replace(temporary, path)
+        with suppress(OSError):
+            _sync(path.parent)  # the new name survives a power cut (best effort)
     finally:
         for suffix in ("", "-wal", "-shm", "-journal"):
             with suppress(FileNotFoundError):
                 os.unlink(f"{temporary}{suffix}")
+
+
+_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
+_SQLITE_IOERR, _SQLITE_FULL = 10, 13
+_LOW_SPACE = 1 << 20
+"""Below this many free bytes, an I/O error is taken for a full disk (SQLite says "disk I/O
+error" when its shared-memory or log file cannot grow)."""
+
+
+def is_disk_full(error: BaseException, directory: Path | None = None) -> bool:
+    """Whether ``error`` says the disk (or the user's quota, or the file-size limit) is full;
+    with ``directory``, also an I/O error where that file system has almost no room left."""
+    if isinstance(error, OSError):
+        return error.errno in _FULL_ERRNOS
+    code = getattr(error, "sqlite_errorcode", None)
+    primary = code & 0xFF if isinstance(code, int) else None
+    if primary == _SQLITE_FULL or "disk is full" in str(error):
+        return True
+    if directory is None or not (primary == _SQLITE_IOERR or "disk I/O error" in str(error)):
+        return False
+    try:
+        room = os.statvfs(directory)
+    except OSError:
+        return False
+    return room.f_bavail * room.f_frsize < _LOW_SPACE
+
+
+class _NotWhole(Exception):
+    """A store just built that did not read back complete (it is never linked into place)."""
+
+
+def _check_created(temporary: Path) -> None:
+    """Refuse a new store that is not whole: anything left in a log beside it, a failed
+    ``quick_check``, or a schema short of the migrations it was built with."""
+    log = Path(f"{temporary}-wal")
+    if log.exists() and log.stat().st_size > 0:
+        raise _NotWhole("its pages could not all be written to the file")
+    conn = sqlite3.connect(f"{temporary.absolute().as_uri()}?mode=ro", uri=True)
+    try:
+        checked = conn.execute("PRAGMA quick_check").fetchall()
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+    finally:
+        conn.close()
+    if checked != [("ok",)] or version != len(_migrations.MIGRATIONS):
+        raise _NotWhole("the new file did not read back whole")
+
+
+def _sync(path: Path) -> None:
+    descriptor = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+
+
+def creation_error(path: Path, error: BaseException) -> StoreError:
+    """The one line for a store that could not be created (nothing was left at ``path``)."""
+    if is_disk_full(error, path.parent):
+        return StoreError(
+            f"cannot create session store {path}: the disk is full (no space left in "
+            f"{path.parent}); nothing was created — free some space and run again",
+            path=path,
+        )
+    why = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
+    return StoreError(f"cannot create session store {path}: {why}; nothing was created", path=path)
 
 
 def _refuse_foreign(conn: sqlite3.Connection, path: Path) -> set[str]:
@@ -237,10 +319,8 @@ def open_connection(path: Path, busy_timeout: float) -> sqlite3.Connection:
             ensure_private_dir(path.parent)
             _create_store(path)
         _remove_stale_temporaries(path)
-    except OSError as error:
-        raise StoreError(
-            f"cannot create session store {path}: {error.strerror or error}", path=path
-        ) from None
+    except (OSError, sqlite3.Error, _NotWhole) as error:
+        raise creation_error(path, error) from None
     sidecars = _sidecars(path)
     existed = [sidecar.exists() for sidecar in sidecars]
     conn: sqlite3.Connection | None = None

@@ -355,7 +355,7 @@ def test_given_clients_are_used_as_they_are(server: FakeAnthropicServer) -> None
     model = AnthropicModel(server.client(), async_client=server.async_client())
     assert model.complete(_request()).text == "sync"
     assert asyncio.run(model.acomplete(_request())).text == "async"
-    sync_request, async_request = server.requests
+    sync_request, async_request = [r for r in server.requests if r.path == "/v1/messages"]
     assert sync_request.headers["x-stainless-async"] == "false"
     assert async_request.headers["x-stainless-async"] != "false"
 

@@ -913,7 +913,9 @@ def test_plan_previews_without_a_model_call_or_a_write() -> None:
     assert plan.summarized_messages + plan.verbatim_messages == len(history)
     assert plan.summarized_messages > 0 and plan.verbatim_messages > 0
     assert plan.summarized_tokens > plan.verbatim_tokens > 0
-    assert plan.preserved_state == "## Phase\nfixing the parser"
+    # The ledger (issue 28) first, then what the hooks rendered.
+    assert plan.preserved_state.startswith("<ledger>\n")
+    assert plan.preserved_state.endswith("</ledger>\n\n## Phase\nfixing the parser")
     assert 0 < plan.expected_tokens_after < plan.decision.usage.tokens
 
     # The real compaction then does what the plan said, and lands within its estimate.

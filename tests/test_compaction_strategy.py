@@ -234,7 +234,7 @@ def test_the_preview_names_the_preserved_state_sources_not_headings_inside_files
         hooks=hooks,
     )
     plan = compacter.plan(history(12))
-    assert plan.preserved_sections == ["todos", "recent files"]
+    assert plan.preserved_sections == ["ledger", "todos", "recent files"]
     report = plan_report(plan)
-    assert "preserved state: todos, recent files" in report
+    assert "preserved state: ledger, todos, recent files" in report
     assert "Scratch" not in report

@@ -107,9 +107,84 @@ def test_a_tool_result_that_cannot_fit_goes_shortened_and_the_turn_goes_on(
     assert text.startswith("[This tool result was shortened to fit the context window:")
     assert ERROR_LINE in text  # the salient line survives the cut
     assert len(text) < len(BIG)
-    assert any("did not fit what is left of the context window" in w for w in events.warnings)
-    # The store keeps it whole.
-    stored = [from_record(m) for m in store.get_messages(loop.session_id)]
+    # Said in one line: by the compaction that shortened it (issue 29), or as it was sent.
+    notes = [n for t in result.transitions for n in t.summary.notes] + events.warnings
+    assert any("shortened to" in note and "\n" not in note for note in notes)
+    # The store keeps it whole (in the parent, when a compaction shortened it).
+    stored = [
+        from_record(m)
+        for session in store.list_sessions(limit=None)
+        for m in store.get_messages(session.id)
+    ]
     results = [b for m in stored for b in m.content if b.get("type") == "tool_result"]
-    assert [r["content"] for r in results] == [BIG]
+    assert BIG in [r["content"] for r in results]
+    store.close()
+
+
+# -- a session that is one long turn of big tool rounds (issue 29) ------------------------------
+
+ROUND = "\n".join(
+    f"src/module_{n % 7}.py:{n}: def handler_{n}(request): return route({n})" for n in range(1_300)
+)
+"""A tool result of about 27k tokens: with the fixed prefix, one round and a summary are over
+the trigger (51k of the 60k window)."""
+
+
+class BigReads:
+    """A tool whose every result is about half of what the window leaves beside the prefix."""
+
+    name = "read_file"
+    description = "Read a file."
+    input_schema: ClassVar[dict[str, Any]] = {
+        "type": "object",
+        "properties": {"path": {"type": "string"}},
+    }
+
+    def run(self, tool_input: Mapping[str, Any]) -> ToolResult:
+        return ToolResult(f"{tool_input.get('path')}\n{ROUND}")
+
+
+def test_one_long_turn_beside_a_large_fixed_prefix_goes_on_with_its_newest_round_shortened(
+    server: tuple[FakeAnthropicServer, Script], tmp_path: Path
+) -> None:
+    fake, script = server
+    rounds = 4
+    script.add(
+        *(tool_reply(ToolCall("read_file", {"path": f"file{n}.py"})) for n in range(rounds)),
+        text_reply("all four files read"),
+    )
+    model = AnthropicModel(api_key="test-key", base_url=fake.base_url, max_retries=0)
+    events = Warnings()
+    store = open_store(tmp_path / "sessions.db")
+    loop = AgentLoop(
+        model=model,
+        model_name=MODEL,
+        compacter=ConversationCompacter(model_name=MODEL, context_window=WINDOW, model=model),
+        store=store,
+        system=PREFIX,
+        tools=[BigReads()],
+        max_tokens=4_096,
+        events=events,
+    )
+    try:
+        result = loop.run_turn("read the four files")
+    finally:
+        loop.close()
+
+    assert result.text == "all four files read"  # the turn went on to its end
+    assert len(script.conversation) == rounds + 1  # no request refused as too long
+    assert result.transitions  # compacted, each time with the newest round shortened
+    notes = [note for t in result.transitions for note in t.summary.notes]
+    assert any("in the newest tool round was shortened" in note for note in notes)
+    assert all("\n" not in note for note in notes)
+    # The store keeps every result whole in the parents; the children hold the shortened ones.
+    sessions = store.list_sessions(limit=None)
+    whole = [
+        block["content"]
+        for session in sessions
+        for message in store.get_messages(session.id)
+        for block in message.content
+        if block.get("type") == "tool_result" and ROUND in str(block.get("content"))
+    ]
+    assert len(whole) >= rounds
     store.close()

@@ -83,10 +83,11 @@ def test_a_piped_reply_stays_plain(
 def test_the_spinner_shows_the_time_and_how_to_interrupt(
     launch: Callable[..., Terminal], model: Model
 ) -> None:
-    release = threading.Event()
+    arrived, release = threading.Event(), threading.Event()
 
     def held() -> ReplySpec:
-        release.wait(TIMEOUT)
+        arrived.set()
+        release.wait(10 * TIMEOUT)  # held until the test has seen the spinner, however slow
         return text_reply("finally")
 
     model.replies.append(held)
@@ -94,6 +95,10 @@ def test_the_spinner_shows_the_time_and_how_to_interrupt(
     try:
         term.prompt()
         term.send("take your time\r")
+        # The turn's own start (imports, counting) may take long on a loaded machine: wait for
+        # the request itself; the spinner turns from before it was sent, and the reply is held
+        # for as long as the test needs to see a second pass on it.
+        assert arrived.wait(10 * TIMEOUT), "the request never reached the server"
         term.expect(r"Thinking… \([1-9]\d*s · Ctrl-C to interrupt\)")  # a second has passed
     finally:
         release.set()

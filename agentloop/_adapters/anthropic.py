@@ -10,23 +10,40 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from agentloop._adapters.anthropic_capabilities import (
+    CapabilityCache,
+    ModelCapabilities,
+    afetch_capabilities,
+    builtin_capabilities,
+    fetch_capabilities,
+    fetch_model_limits,
+    is_bedrock,
+)
 from agentloop._adapters.anthropic_errors import (
     broken_reply,
     model_error_from,
-    one_line,
     refused_compaction,
+    refused_on_demand,
     sdk_errors,
-    translated,
 )
+from agentloop._adapters.anthropic_params import (
+    COMPACT_BETA,
+    COMPACT_EDIT,
+    checked_compaction,
+    compaction_param,
+    needed_betas,
+    thinking_params,
+    without_refused_companions,
+)
+from agentloop._core.blocks import is_compaction
 from agentloop._core.cache import CacheMode, with_cache_breakpoints
 from agentloop._core.messages import (
     ContentBlock,
     Message,
     Usage,
-    has_compaction,
     sdk_block,
     to_params,
 )
@@ -36,6 +53,7 @@ from agentloop._core.model import (
     ModelResponse,
     ServerCompaction,
     TextCallback,
+    ThinkingListener,
 )
 from agentloop._errors import (
     ConfigurationError,
@@ -49,7 +67,10 @@ if TYPE_CHECKING:
     from anthropic.types.beta import BetaMessage
 
 __all__ = [
+    "COMPACT_BETA",
+    "COMPACT_EDIT",
     "AnthropicModel",
+    "ModelCapabilities",
     "build_request_kwargs",
     "fetch_model_limits",
     "message_from_response",
@@ -57,14 +78,6 @@ __all__ = [
     "response_from_message",
 ]
 
-
-COMPACT_BETA = "compact-2026-01-12"
-"""The beta of server-side compaction (the ``compact_20260112`` context edit)."""
-COMPACT_EDIT = "compact_20260112"
-# Words of a 400 that refuses the beta or the edit (a model or endpoint without compaction).
-
-_MODELS_API_RETRIES = 1
-_MODELS_API_TIMEOUT = 15.0
 STREAM_TIMEOUT = 90.0
 """Seconds a streamed reply may send nothing before it counts as stalled (a read timeout per
 chunk; the API sends ``ping`` events while it works)."""
@@ -75,14 +88,21 @@ chunk; the API sends ``ping`` events while it works)."""
 
 
 def build_request_kwargs(
-    request: ModelRequest, *, cache: CacheMode = "conversation"
+    request: ModelRequest,
+    *,
+    cache: CacheMode = "conversation",
+    capabilities: ModelCapabilities | None = None,
 ) -> dict[str, Any]:
     """The keyword arguments for ``messages.create`` / ``messages.stream``.
 
     Prompt-cache breakpoints follow the conversation (``_core/cache.py``): the tools and system
     prefix, the newest message, and the previous request's end where a long tool round would
     put it out of the cache's reach. ``metadata`` is for test doubles and is never sent.
+    Thinking and effort follow the model's ``capabilities`` (default: the built-in table, see
+    :func:`~agentloop._adapters.anthropic_params.thinking_params`); an on-demand compaction
+    (``request.compaction``) carries ``compaction`` and none of what the API refuses beside it.
     """
+    caps = capabilities if capabilities is not None else builtin_capabilities(request.model)
     kwargs: dict[str, Any] = {
         "model": request.model,
         "max_tokens": request.max_tokens,
@@ -96,15 +116,29 @@ def build_request_kwargs(
         kwargs,
         mode=cache,
         mark_newest=request.cache_newest,
-        prefix_message=bool(request.messages) and request.messages[0].summary is not None,
+        prefix_message=_opens_with_prefix(request.messages),
     )
+    kwargs.update(thinking_params(request, caps))
     edit = request.server_compaction
     if edit is not None:
         kwargs["context_management"] = {"edits": [_edit_param(edit)]}
-    # A compaction block in the history needs the beta too, whatever the strategy is now.
-    if edit is not None or has_compaction(request.messages):
-        kwargs["betas"] = [COMPACT_BETA]
+    if request.compaction is not None:
+        kwargs = without_refused_companions(kwargs)
+        kwargs["compaction"] = compaction_param(request.compaction)
+    # A compaction block in the history needs its beta too, whatever the strategy is now.
+    betas = needed_betas(request, kwargs)
+    if betas:
+        kwargs["betas"] = betas
     return kwargs
+
+
+def _opens_with_prefix(messages: Sequence[Message]) -> bool:
+    """Whether the first message stands for what came before: a compaction prefix of ours or
+    an on-demand summary block (a breakpoint after it serves every later turn)."""
+    if not messages:
+        return False
+    first = messages[0]
+    return first.summary is not None or (bool(first.content) and is_compaction(first.content[0]))
 
 
 def _edit_param(edit: ServerCompaction) -> dict[str, Any]:
@@ -126,6 +160,8 @@ def response_from_message(message: SDKMessage | BetaMessage) -> ModelResponse:
     """
     content = tuple(_block_dict(block) for block in message.content)
     iterations = getattr(message.usage, "iterations", None) or ()
+    transformations = getattr(message, "input_transformations", None) or ()
+    details = getattr(message, "stop_details", None)
     return ModelResponse(
         content=content,
         usage=Usage.from_mapping(message.usage.model_dump()) or Usage(),
@@ -135,6 +171,10 @@ def response_from_message(message: SDKMessage | BetaMessage) -> ModelResponse:
             IterationUsage(str(it.type), Usage.from_mapping(it.model_dump()) or Usage())
             for it in iterations
         ),
+        input_transformations=tuple(
+            item.model_dump(mode="json", exclude_none=True) for item in transformations
+        ),
+        stop_details=None if details is None else details.model_dump(mode="json"),
     )
 
 
@@ -262,6 +302,9 @@ class AnthropicModel:
         self._async_client = async_client
         self._lock = threading.Lock()
         self._retries = _RetryWatch(on_retry, max_retries) if on_retry is not None else None
+        self._capabilities = CapabilityCache()
+        self._lookup: anthropic.Anthropic | None = None
+        self._alookup: anthropic.AsyncAnthropic | None = None
 
     def _sync(self) -> anthropic.Anthropic:
         with self._lock:
@@ -298,19 +341,77 @@ class AnthropicModel:
         a refusal raises :class:`ServerCompactionUnsupported`)."""
         return True
 
+    # -- what a model can do (the Models API, once per model) --------------------------------
+
+    def capabilities(self, model: str) -> ModelCapabilities:
+        """What ``model`` takes, from the Models API (asked once per model and remembered);
+        the built-in table by model id when it cannot answer (never an error)."""
+        known = self._capabilities.get(model)
+        if known is None:
+            client = self._lookup_client()
+            if client is None:  # only an async client: the table until acomplete asks
+                return builtin_capabilities(model)
+            try:
+                fetched: ModelCapabilities | ModelError = fetch_capabilities(model, client)
+            except ModelError as error:
+                fetched = error
+            known = self._capabilities.put(model, fetched)
+        return known.capabilities
+
+    async def acapabilities(self, model: str) -> ModelCapabilities:
+        """The async form of :meth:`capabilities`."""
+        known = self._capabilities.get(model)
+        if known is None:
+            client = self._alookup_client()
+            if client is None:  # only a sync client was given
+                return await asyncio.to_thread(self.capabilities, model)
+            try:
+                fetched: ModelCapabilities | ModelError = await afetch_capabilities(model, client)
+            except ModelError as error:
+                fetched = error
+            known = self._capabilities.put(model, fetched)
+        return known.capabilities
+
+    def supports_on_demand_compaction(self, model: str) -> bool:
+        """Whether the API writes summaries itself for ``model`` (``capabilities.compaction``
+        with ``summarize``); False on Bedrock and when the Models API cannot answer."""
+        client = self._lookup_client() or self._async()
+        if client is None or is_bedrock(client):
+            return False
+        return self.capabilities(model).compaction
+
+    def max_reply_tokens(self, model: str) -> int | None:
+        """The most ``max_tokens`` the model takes (None: unknown)."""
+        return self.capabilities(model).max_tokens
+
+    def fetch_limits(self, model: str) -> tuple[int | None, int | None]:
+        """``(max_input_tokens, max_tokens)`` as the Models API gave them, for a
+        :class:`~agentloop.ContextWindowResolver`; raises :class:`ModelError` when it could
+        not answer (the resolver then uses its own table). Shares this model's one lookup."""
+        caps = self.capabilities(model)
+        known = self._capabilities.get(model)
+        if known is not None and known.failure is not None:
+            raise ModelError(known.failure)
+        return caps.max_input_tokens, caps.max_tokens
+
+    # -- requests ----------------------------------------------------------------------------
+
     def complete(self, request: ModelRequest, on_text: TextCallback | None = None) -> ModelResponse:
-        """Send the request; with ``on_text``, stream and pass each text delta to it."""
+        """Send the request; with ``on_text``, stream and pass each text delta to it (and the
+        thinking's to ``on_text.on_thinking``, see :class:`ThinkingListener`)."""
         client = self._sync()
-        kwargs = build_request_kwargs(request, cache=self.prompt_cache)
+        caps = self.capabilities(request.model)
+        kwargs = build_request_kwargs(request, cache=self.prompt_cache, capabilities=caps)
         api = _messages_api(client, kwargs)
-        with refused_compaction(request), sdk_errors(client):
+        on_text = _streamed_if_long(kwargs, on_text)
+        with refused_on_demand(request), refused_compaction(request), sdk_errors(client):
             if on_text is None:
                 message = api.create(**kwargs)
             else:
                 stall = _stall_timeout(client, self.stream_timeout)
                 with api.stream(**kwargs, timeout=stall) as stream:
-                    return _read_stream(stream, on_text, stall)
-        return response_from_message(message)
+                    return _finished(request, _read_stream(stream, on_text, stall))
+        return _finished(request, response_from_message(message))
 
     async def acomplete(
         self, request: ModelRequest, on_text: TextCallback | None = None
@@ -319,24 +420,51 @@ class AnthropicModel:
         client = self._async()
         if client is None:  # only a sync client was given
             return await asyncio.to_thread(self.complete, request, on_text)
-        kwargs = build_request_kwargs(request, cache=self.prompt_cache)
+        caps = await self.acapabilities(request.model)
+        kwargs = build_request_kwargs(request, cache=self.prompt_cache, capabilities=caps)
         api = _messages_api(client, kwargs)
-        with refused_compaction(request), sdk_errors(client):
+        on_text = _streamed_if_long(kwargs, on_text)
+        with refused_on_demand(request), refused_compaction(request), sdk_errors(client):
             if on_text is None:
                 message = await api.create(**kwargs)
             else:
                 stall = _stall_timeout(client, self.stream_timeout)
                 async with api.stream(**kwargs, timeout=stall) as stream:
-                    return await _aread_stream(stream, on_text, stall)
-        return response_from_message(message)
+                    return _finished(request, await _aread_stream(stream, on_text, stall))
+        return _finished(request, response_from_message(message))
 
     def count_tokens(self, request: ModelRequest) -> int:
         """The input tokens the API counts for ``request`` (``messages.count_tokens``, free)."""
         client = self._sync()
-        kwargs = _count_kwargs(request, self.prompt_cache)
+        caps = self.capabilities(request.model)
+        kwargs = _count_kwargs(request, self.prompt_cache, caps)
         with sdk_errors(client):
             counted = _messages_api(client, kwargs).count_tokens(**kwargs)
         return int(counted.input_tokens)
+
+    def _lookup_client(self) -> anthropic.Anthropic | None:
+        """The sync client the Models API is asked with (None: only an async client was
+        given). One created from settings has no retry hooks: a lookup is not the reply the
+        user waits for, and its failure only means the built-in table."""
+        if not self._from_settings:
+            return self._client
+        with self._lock:
+            if self._lookup is None:
+                import anthropic
+
+                self._lookup = anthropic.Anthropic(**self._settings)
+            return self._lookup
+
+    def _alookup_client(self) -> anthropic.AsyncAnthropic | None:
+        """The async form of :meth:`_lookup_client` (None: only a sync client was given)."""
+        if not self._from_settings:
+            return self._async_client
+        with self._lock:
+            if self._alookup is None:
+                import anthropic
+
+                self._alookup = anthropic.AsyncAnthropic(**self._settings)
+            return self._alookup
 
 
 def _messages_api(client: anthropic.Anthropic | anthropic.AsyncAnthropic, kwargs: Any) -> Any:
@@ -391,16 +519,52 @@ async def _aread_stream(stream: Any, on_text: TextCallback, stall: Any) -> Model
 
 
 def _passed_on(event: Any, on_text: TextCallback) -> bool:
-    """Hand a streamed text delta to ``on_text``; True for the event that ends the message."""
-    if event.type == "text":
+    """Hand a streamed text delta to ``on_text`` (thinking to its ``on_thinking``, a newline
+    opening each thinking block after the first); True for the event that ends the message."""
+    kind = event.type
+    if kind == "text":
         on_text(event.text)
-    return bool(event.type == "message_stop")
+    elif kind == "thinking" and isinstance(on_text, ThinkingListener):
+        if event.thinking:
+            on_text.on_thinking(event.thinking)
+    elif (
+        kind == "content_block_start"
+        and isinstance(on_text, ThinkingListener)
+        and getattr(event.content_block, "type", None) == "thinking"
+        and event.index > 0
+    ):
+        on_text.on_thinking("\n")
+    return bool(kind == "message_stop")
 
 
-def _count_kwargs(request: ModelRequest, cache: CacheMode) -> dict[str, Any]:
-    """``messages.count_tokens`` takes what ``create`` takes, less the reply size."""
-    kwargs = build_request_kwargs(request, cache=cache)
+_NONSTREAMING_MAX_TOKENS = 21_000
+"""Above this ``max_tokens`` the SDK refuses a call that is not streamed (it could take over
+ten minutes): such a call is streamed here, its text handed to nobody."""
+
+
+def _ignore(_delta: str) -> None:
+    pass
+
+
+def _streamed_if_long(kwargs: dict[str, Any], on_text: TextCallback | None) -> TextCallback | None:
+    if on_text is None and int(kwargs["max_tokens"]) > _NONSTREAMING_MAX_TOKENS:
+        return _ignore
+    return on_text
+
+
+def _finished(request: ModelRequest, response: ModelResponse) -> ModelResponse:
+    """An on-demand compaction's reply checked for its summary (see ``checked_compaction``)."""
+    return checked_compaction(response) if request.compaction is not None else response
+
+
+def _count_kwargs(
+    request: ModelRequest, cache: CacheMode, caps: ModelCapabilities | None = None
+) -> dict[str, Any]:
+    """``messages.count_tokens`` takes what ``create`` takes, less the reply size (it ignores
+    ``compaction``, which is left out)."""
+    kwargs = build_request_kwargs(request, cache=cache, capabilities=caps)
     kwargs.pop("max_tokens")
+    kwargs.pop("compaction", None)
     return kwargs
 
 
@@ -411,58 +575,3 @@ def _require_stop(stopped: bool) -> None:
         raise IncompleteReplyError(
             "the API's reply broke off before its end (the stream closed without message_stop)"
         )
-
-
-# ---------------------------------------------------------------------------------------------
-# The Models API
-
-
-def fetch_model_limits(
-    model: str,
-    *,
-    client: anthropic.Anthropic | None = None,
-    api_key: str | None = None,
-    base_url: str | None = None,
-) -> tuple[int | None, int | None]:
-    """``(max_input_tokens, max_tokens)`` of ``model`` from the Models API.
-
-    Raises :class:`ModelError` when the API cannot answer (unknown model, no key, unreachable);
-    the caller falls back to its built-in table. A client created here retries once with a short
-    timeout, since a fallback exists.
-    """
-    import anthropic
-
-    if client is None:
-        settings: dict[str, Any] = {
-            "max_retries": _MODELS_API_RETRIES,
-            "timeout": _MODELS_API_TIMEOUT,
-        }
-        if api_key is not None:
-            settings["api_key"] = api_key
-        if base_url is not None:
-            settings["base_url"] = base_url
-        try:
-            client = anthropic.Anthropic(**settings)
-        except anthropic.AnthropicError as error:  # e.g. an unreadable credentials file
-            raise ModelError(
-                f"could not ask the Models API about {model}: {one_line(str(error))}"
-            ) from error
-    try:
-        info = client.models.retrieve(model)
-    except anthropic.NotFoundError as error:
-        raise ModelError(
-            f"the Models API does not know the model {model!r}", status_code=404
-        ) from error
-    except (anthropic.AnthropicError, TypeError) as error:
-        mapped = translated(error, client)
-        if mapped is None:
-            raise
-        raise ModelError(
-            f"could not ask the Models API about {model}: {mapped}", status_code=mapped.status_code
-        ) from error
-    max_input = getattr(info, "max_input_tokens", None)
-    max_output = getattr(info, "max_tokens", None)
-    return (
-        max_input if isinstance(max_input, int) else None,
-        max_output if isinstance(max_output, int) else None,
-    )

@@ -8,11 +8,19 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from agentloop._core.model import ModelRequest, ServerCompactionUnsupported
-from agentloop._errors import IncompleteReplyError, ModelError, PromptTooLongError
+from agentloop._errors import (
+    CompactionFailed,
+    IncompleteReplyError,
+    ModelError,
+    PromptTooLongError,
+    ThinkingBindingError,
+)
 
 if TYPE_CHECKING:
     import anthropic
 
+BOUND_ELSEWHERE = "bound to a different conversation"
+"""The words of the API's 400 for a thinking block whose prefix changed."""
 _REFUSED_COMPACTION = ("compact", "context_management", "context management", "anthropic-beta")
 _MAX_DETAIL = 300
 NO_KEY = "no API key: set ANTHROPIC_API_KEY (or pass api_key=)"
@@ -52,6 +60,16 @@ def _status_error(error: anthropic.APIStatusError, retries: int | None) -> Model
     kind = _api_error_type(error)
     if status == 400 and _says_prompt_too_long(error, message):
         return PromptTooLongError(message, status_code=status)
+    if status == 400 and BOUND_ELSEWHERE in message:
+        return ThinkingBindingError(
+            f"the API refused a thinking block sent back (400): {message}", status_code=status
+        )
+    code = getattr(error, "error_code", None)
+    if code == "compaction_unavailable":
+        return ModelError(
+            f"the API could not compact now ({status} compaction_unavailable){_after(retries)}",
+            status_code=status,
+        )
     if status == 401:
         return ModelError("authentication failed: check ANTHROPIC_API_KEY", status_code=status)
     if status == 403:
@@ -132,12 +150,31 @@ def refused_compaction(request: ModelRequest) -> Iterator[None]:
         refused = (
             request.server_compaction is not None
             and error.status_code == 400
-            and not isinstance(error, PromptTooLongError)
+            and not isinstance(error, PromptTooLongError | ThinkingBindingError)
             and any(word in str(error).lower() for word in _REFUSED_COMPACTION)
         )
         if not refused:
             raise
         raise ServerCompactionUnsupported(str(error), status_code=400) from error
+
+
+@contextlib.contextmanager
+def refused_on_demand(request: ModelRequest) -> Iterator[None]:
+    """An error the API answers an on-demand compaction with (a ``compaction_*`` code, or the
+    beta refused) as :class:`CompactionFailed`: the caller keeps the history and summarizes
+    another way."""
+    try:
+        yield
+    except ModelError as error:
+        if request.compaction is None or isinstance(error, CompactionFailed):
+            raise
+        code = getattr(error.__cause__, "error_code", None)
+        about_compaction = (isinstance(code, str) and code.startswith("compaction")) or (
+            error.status_code == 400 and "compact" in str(error).lower()
+        )
+        if not about_compaction:
+            raise
+        raise CompactionFailed(str(error), status_code=error.status_code) from error
 
 
 @contextlib.contextmanager

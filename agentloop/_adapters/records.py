@@ -12,6 +12,9 @@ from agentloop._sessions import Lease, NewMessage, SessionStore, StoredMessage
 
 COUNTED = "counted"
 """The message metadata key of the API's token count up to that message (``Message.counted``)."""
+ROLE = "role"
+"""The message metadata key that marks a mid-conversation system message: the store takes the
+roles of user and assistant turns, so one is kept as a ``user`` record marked ``system``."""
 
 
 def _summary_to_dict(info: SummaryInfo) -> dict[str, Any]:
@@ -55,10 +58,13 @@ def to_record(message: Message) -> NewMessage:
         metadata["summary"] = _summary_to_dict(message.summary)
     if message.counted is not None:
         metadata[COUNTED] = message.counted
+    role = message.role
+    if role == "system":
+        metadata[ROLE], role = "system", "user"
     # A Message is already a valid shape: constructing without re-validation keeps a
     # compaction's child (hundreds of messages) cheap to save.
     return NewMessage.model_construct(
-        role=message.role,
+        role=role,
         content=list(message.content),
         token_estimate=message.tokens,
         usage=None if message.usage is None else message.usage.to_dict(),
@@ -75,7 +81,7 @@ def from_record(record: StoredMessage) -> Message:
     """A stored message back as a :class:`Message`, with its cached estimate and usage."""
     summary = record.metadata.get("summary")
     return Message(
-        role=record.role,
+        role="system" if record.metadata.get(ROLE) == "system" else record.role,
         content=tuple(dict(block) for block in record.content),
         pinned=bool(record.metadata.get("pinned")),
         tokens=record.token_estimate,

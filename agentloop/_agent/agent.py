@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agentloop._agent.instructions import load_instructions, user_config_dir
+from agentloop._agent.instructions import Instructions, load_instructions, user_config_dir
 from agentloop._agent.recent_files import (
     DEFAULT_RESTORE_FILES,
     DEFAULT_RESTORE_FRACTION,
@@ -22,12 +22,19 @@ from agentloop._agent.recent_files import (
     RecentFiles,
     RestoreReport,
 )
+from agentloop._agent.session_prefix import (
+    PREFIX_KEY,
+    StoredPrefix,
+    changed_labels,
+    instructions_seen,
+    update_messages,
+    update_text,
+)
 from agentloop._agent.workspace import Workspace
 from agentloop._core.compaction_core import CompactionSettings
 from agentloop._core.context import CompactionDecision
-from agentloop._core.messages import Message
+from agentloop._core.messages import ContentBlock, Message
 from agentloop._core.model import AsyncModel, Model
-from agentloop._core.preserved_state import PreservedStateHook
 from agentloop._core.results import CompactionOutcome, CompactionPlan, CompactionTransition
 from agentloop._core.tool import ToolResult
 from agentloop._core.validation import DEFAULT_MAX_TOKENS
@@ -35,6 +42,7 @@ from agentloop._errors import StoreWriteError
 from agentloop._loop.agent_loop import AgentLoop, LoopEvents, TurnResult
 from agentloop._loop.conversation_compacter import ConversationCompacter
 from agentloop._loop.status import CompactionStatus, compaction_status
+from agentloop._loop.stop_reasons import THINKING_METADATA_KEY, SessionThinking
 from agentloop._sessions import Lease, SessionStore, workspace_key
 
 if TYPE_CHECKING:
@@ -141,12 +149,14 @@ class CodingAgent:
         """What the last compaction of this session brought back (None: none yet)."""
         messages: list[Message] = []
         calibration = Calibration()
+        stored: StoredPrefix | None = None
         if resume_id is not None:
             from agentloop._adapters.records import from_record
 
             session = store.get_session(resume_id)
             messages = [from_record(r) for r in store.get_messages(session.id)]
             saved = session.metadata
+            stored = StoredPrefix.from_metadata(saved)
             if isinstance(saved.get("todos"), dict):
                 self.todos = TodoList.from_dict(saved["todos"])
             if isinstance(saved.get("tool_history"), dict):
@@ -167,11 +177,9 @@ class CodingAgent:
             count_tokens=self._count_tokens,
             exclude=self._instruction_paths,
         )
-        hooks = [
-            PreservedStateHook("todos", self.todos.render_markdown),
-            PreservedStateHook("recent tools", self.history.render_markdown),
-            self.restorer.hook(),
-        ]
+        # The todo list and the tool calls reach the compacted context through the ledger
+        # (``_core/ledger.py``, derived from the history); the files' contents through the hook.
+        hooks = [self.restorer.hook()]
         reply_tokens = min(max_tokens, max_output_tokens)
         self.compacter = ConversationCompacter(
             model_name=model_name,
@@ -185,13 +193,18 @@ class CodingAgent:
         )
         if instructions_budget_tokens is None:
             instructions_budget_tokens = int(context_window * DEFAULT_INSTRUCTIONS_FRACTION)
-        self.instructions = load_instructions(
-            space,
-            config_dir=config_dir if config_dir is not None else user_config_dir(),
-            budget_tokens=instructions_budget_tokens,
-            count_tokens=self._count_tokens,
+        self._space = space
+        self._config_dir = config_dir if config_dir is not None else user_config_dir()
+        self._instructions_budget = instructions_budget_tokens
+        self.instructions = self._read_instructions()
+        rendered = self.instructions.render()
+        if stored is None:  # a new session (or one stored before its prefix was kept)
+            system, in_system = system_prompt(workspace, rendered), rendered
+        else:  # byte for byte what its requests began with: its thinking stays valid
+            system, in_system = stored.system, stored.instructions
+        tools = coding_tools(
+            space, approve=approve, todos=self.todos, context=lambda: self.loop.messages
         )
-        tools = coding_tools(space, approve=approve, todos=self.todos)
         # Follows the conversation into every child session: the lineage is what it searches.
         tools.append(search_history_tool(store, lambda: self.loop.session_id))
         self.loop = AgentLoop(
@@ -202,7 +215,7 @@ class CodingAgent:
             session_id=resume_id,
             workspace=workspace_key(workspace),
             messages=messages,
-            system=system_prompt(workspace, self.instructions.render()),
+            system=system,
             tools=tools,
             max_tokens=reply_tokens,
             events=_Bookkeeping(self),
@@ -211,6 +224,19 @@ class CodingAgent:
         self.loop.subscribe(events or LoopEvents())
         self.loop.lease = lease
         self.loop.lease_owner = lease_owner
+        if resume_id is not None:  # drop_block, once a session needed it, stays on (issue 27)
+            self.loop.thinking = SessionThinking.from_metadata(saved)
+        if stored is not None:
+            # The session's own tools as first sent: one agentloop no longer has is answered
+            # with an error if called; one it has gained is not offered to this session.
+            self.loop.tool_definitions = [dict(tool) for tool in stored.tools]
+        self.prefix = StoredPrefix(system, tuple(self.loop.tool_definitions), in_system)
+        """The session's system prompt and tools, stored with it and reused on resume."""
+        self._announced = instructions_seen(messages, in_system)
+        self.instructions_notice = self._announce(rendered)
+        """For the front end on resume: one line when the instruction files changed since the
+        session started (None: they did not); the model gets the new text with the next
+        message."""
 
     # -- the face: what a front end (the CLI) reads and calls, nothing deeper --------------
 
@@ -295,6 +321,40 @@ class CodingAgent:
         """Tokens of ``text`` as the compacter measures the system prompt (calibrated)."""
         return self.compacter.calibrate(self.compacter.counter.count_system(text))
 
+    def _read_instructions(self) -> Instructions:
+        return load_instructions(
+            self._space,
+            config_dir=self._config_dir,
+            budget_tokens=self._instructions_budget,
+            count_tokens=self._count_tokens,
+        )
+
+    def _announce(self, rendered: str) -> str | None:
+        """The line telling the user the instruction files changed (None: nothing new to
+        tell since the last one)."""
+        if rendered == self._announced:
+            return None
+        names = ", ".join(changed_labels(self._announced, rendered)) or "The instruction files"
+        self._announced = rendered
+        return (
+            f"{names} changed since this session started: the new text was added to the "
+            "conversation"
+        )
+
+    def _instructions_update(self) -> tuple[list[ContentBlock], list[Message]]:
+        """The instruction files read again: what goes with the next user message when their
+        text differs from what the model reads now (the stored system prompt stays as it is)."""
+        if not self.loop.messages and not self.loop.saved:
+            return [], []  # nothing sent yet: the system prompt was rendered from them just now
+        self.instructions = self._read_instructions()
+        rendered = self.instructions.render()
+        if rendered == instructions_seen(self.loop.messages, self.prefix.instructions):
+            return [], []
+        notice = self._announce(rendered)  # a change found on resume was told then
+        if notice is not None:
+            self.loop.events.on_warning(notice)
+        return update_messages(update_text(rendered), model=self.loop.model_name)
+
     def _instruction_paths(self) -> list[str]:
         return [f.label for f in self.instructions.files if f.scope == "project"]
 
@@ -323,8 +383,12 @@ class CodingAgent:
             # Like other agents: the first request names the session in listings.
             # (From its start only: a huge message is not split whole into words.)
             self.loop.title = " ".join(text[:1000].split())[:60]
+        blocks, after = self._instructions_update()
+        user_input: str | list[ContentBlock] = (
+            [{"type": "text", "text": text}, *blocks] if blocks else text
+        )
         try:
-            return self.loop.run_turn(text)
+            return self.loop.run_turn(user_input, then=after)
         except KeyboardInterrupt:
             # Interrupted mid-turn: what was said and done so far is stored all the same
             # (or, if the store refuses it, kept in memory: ``loop.unsaved`` says so), and
@@ -374,6 +438,23 @@ class CodingAgent:
         finally:
             self.save_state()
 
+    def clear(self) -> str:
+        """Start a fresh conversation in this workspace (``/clear``): a new session, stored with
+        its first message, with no todos or tool history; the session before stays in the
+        store as it was, resumable. Returns the new id."""
+        from agentloop._agent.tools import ToolHistory
+
+        self.save_state()
+        fresh = self.loop.start_fresh()
+        self.todos.replace([])
+        self.history = ToolHistory()
+        return fresh
+
+    def switch_model(self, model_name: str) -> None:
+        """Send the next requests to ``model_name`` (``/model``). The prompt cache starts over
+        (a cache belongs to one model), and the API may drop thinking another model wrote."""
+        self.loop.model_name = self.compacter.model_name = model_name
+
     def save_state(self) -> None:
         """Todos, tool history, recent files, instructions and calibration live in session
         metadata, so resume restores them."""
@@ -385,6 +466,8 @@ class CodingAgent:
             "tool_history": self.history.to_dict(),
             "recent_files": self.recent_files.to_dict(),
             "instructions": self.instructions.to_dict(),
+            PREFIX_KEY: self.prefix.to_dict(),
+            THINKING_METADATA_KEY: self.loop.thinking.to_metadata(),
         }
         if self.restored is not None:
             metadata["restored_files"] = self.restored.to_dict()

@@ -15,9 +15,11 @@ that the agent must be able to read.
 from __future__ import annotations
 
 import errno
+import hashlib
 import os
 import stat
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
@@ -34,6 +36,8 @@ from agentloop._agent.base import (
 from agentloop._agent.file_diff import DIFF_MAX_CHARS, FileChange, compact_diff
 from agentloop._agent.secrets import redact
 from agentloop._agent.workspace import Workspace
+from agentloop._core.blocks import is_text, is_tool_result, tool_result_text
+from agentloop._core.messages import Message
 from agentloop._core.tool import ToolResult
 
 _NONBLOCK = getattr(os, "O_NONBLOCK", 0)  # so opening a FIFO never waits for its other end
@@ -75,10 +79,40 @@ _READ_SCHEMA: dict[str, Any] = {
 }
 
 
+Context = Callable[[], Sequence[Message]]
+"""What the model sees now: the conversation a read's result would join."""
+
+UNCHANGED = (
+    "{path} is unchanged since you read it ({when}): the same content is in your context "
+    "above, so it was not sent again. Read it there."
+)
+
+
 class ReadFileTool(CodingTool):
-    def __init__(self, workspace: Workspace) -> None:
+    """``context`` (optional): the conversation as the model sees it. A read whose result
+    would be exactly a read result still in it (same file content, same lines) answers
+    :data:`UNCHANGED` instead of sending the content again; a changed file, other lines, or a
+    read that left the context (compacted, pruned) sends the content."""
+
+    def __init__(self, workspace: Workspace, context: Context | None = None) -> None:
         super().__init__("read_file", _READ_DESCRIPTION, _READ_SCHEMA)
         self._workspace = workspace
+        self._context = context
+        self._sent: dict[str, datetime] = {}
+        """When this tool sent each result (by its text's digest), for "when"."""
+
+    def run(self, tool_input: Mapping[str, Any]) -> ToolResult:
+        result = super().run(tool_input)
+        if result.is_error or self._context is None:
+            return result
+        digest = hashlib.sha256(result.content.encode("utf-8", "surrogatepass")).hexdigest()
+        path = self._workspace.relative(self._workspace.resolve(str(tool_input.get("path"))))
+        if not _in_context(result.content, path, self._context()):
+            self._sent[digest] = datetime.now(UTC)
+            return result
+        sent = self._sent.get(digest)
+        when = f"at {sent:%H:%M:%S} UTC" if sent else "earlier in this conversation"
+        return ToolResult(UNCHANGED.format(path=path, when=when))
 
     def _run(self, tool_input: Mapping[str, Any]) -> ToolResult:
         path = self._workspace.resolve(required_str(tool_input, "path"))
@@ -355,6 +389,39 @@ class EditFileTool(CodingTool):
 
 # --------------------------------------------------------------------------------------------
 # shared
+
+
+_RESTORED = "### {path} — current contents after compaction"
+"""The heading of a file brought back after a compaction (``recent_files.py``)."""
+
+
+def _in_context(text: str, path: str, messages: Sequence[Message]) -> bool:
+    """Whether the model sees exactly ``text`` now: a read result of the same text, or (a
+    whole, uncut read) the file brought back whole after a compaction. Newest first: a re-read
+    is most often of something read recently."""
+    restored = _RESTORED.format(path=path)
+    raw: str | None = None
+    for message in reversed(messages):
+        for block in message.content:
+            if is_tool_result(block) and not block.get("is_error"):
+                shown = tool_result_text(block)
+                if len(shown) == len(text) and shown == text:
+                    return True
+            elif is_text(block) and restored in str(block.get("text", "")):
+                if raw is None:
+                    raw = _unnumbered(text)
+                section = str(block.get("text", "")).split(restored, 1)[1]
+                if raw and f"\n{raw}\n```" in section.split("\n### ", 1)[0]:
+                    return True
+    return False
+
+
+def _unnumbered(text: str) -> str:
+    """A whole read's lines without their numbers ('' for a read that was cut)."""
+    lines = text.split("\n")
+    if not all(len(line) > 6 and line[6] == "\t" for line in lines) or "[line cut]" in text:
+        return ""
+    return "\n".join(line[7:] for line in lines)
 
 
 def not_regular(rel: str, mode: int, tool: str) -> ToolResult:

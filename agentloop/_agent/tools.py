@@ -17,7 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from agentloop._agent.base import ToolStateError
-from agentloop._agent.files import EditFileTool, ReadFileTool, WriteFileTool
+from agentloop._agent.files import Context, EditFileTool, ReadFileTool, WriteFileTool
 from agentloop._agent.history import ToolCallRecord, ToolHistory
 from agentloop._agent.search_tools import GrepTool, ListFilesTool
 from agentloop._agent.shell import (
@@ -53,9 +53,10 @@ __all__ = [
 ]
 
 
-def read_file_tool(workspace: Workspace) -> Tool:
-    """The read_file tool: numbered lines of a text file, capped."""
-    return ReadFileTool(workspace)
+def read_file_tool(workspace: Workspace, context: Context | None = None) -> Tool:
+    """The read_file tool: numbered lines of a text file, capped; with ``context`` (what the
+    model sees now), a re-read of unchanged lines still in it says so instead of resending."""
+    return ReadFileTool(workspace, context)
 
 
 def write_file_tool(workspace: Workspace) -> Tool:
@@ -93,11 +94,18 @@ def todo_write_tool(todos: TodoList) -> Tool:
     return TodoWriteTool(todos)
 
 
-def coding_tools(workspace: Path | Workspace, *, approve: Approve, todos: TodoList) -> list[Tool]:
-    """The coding agent's tools, confined to ``workspace``, in a fixed order."""
+def coding_tools(
+    workspace: Path | Workspace,
+    *,
+    approve: Approve,
+    todos: TodoList,
+    context: Context | None = None,
+) -> list[Tool]:
+    """The coding agent's tools, confined to ``workspace``, in a fixed order (``context``: see
+    :func:`read_file_tool`)."""
     ws = workspace if isinstance(workspace, Workspace) else Workspace(workspace)
     return [
-        read_file_tool(ws),
+        read_file_tool(ws, context),
         write_file_tool(ws),
         edit_file_tool(ws),
         list_files_tool(ws),

@@ -70,6 +70,8 @@ class AgentOptions:
     """How to compact (``--compaction-strategy``); ``server`` lets the API do it."""
     compaction_model: str | None = None
     prepare_summaries: bool = True
+    effort: str | None = None
+    """``--effort``: low, medium, high, xhigh or max (None: the model's default)."""
     """Prepare summaries in the background (``AGENTLOOP_PREPARE_SUMMARIES``; never with -p)."""
     """Another model for summaries (``--compaction-model``); None: the conversation's."""
 
@@ -100,7 +102,7 @@ def run_agent(options: AgentOptions, *, stdin: TextIO | None = None) -> int:
     # prompt), so that it does not slow down the way to the prompt.
     typing_first = stdin.isatty() and not options.print_mode
     prewarm(sdk=not typing_first)
-    from agentloop._adapters.anthropic import AnthropicModel, fetch_model_limits
+    from agentloop._adapters.anthropic import AnthropicModel
 
     ui = make_ui(options, stdin)
     model = AnthropicModel(
@@ -111,7 +113,7 @@ def run_agent(options: AgentOptions, *, stdin: TextIO | None = None) -> int:
     )
 
     def fetch(name: str) -> tuple[int | None, int | None]:
-        return fetch_model_limits(name, api_key=api_key or "no-key", base_url=base_url)
+        return model.fetch_limits(name)  # the model's one Models API lookup, shared
 
     return run_session(options, model, fetch=fetch, stdin=stdin, ui=ui)
 
@@ -248,6 +250,7 @@ def _run(
     if limits.warning:
         print(f"agentloop: warning: {limits.warning}", file=sys.stderr)
     agent = _build_agent(options, model, store, workspace, limits, start, stdin, ui)
+    agent.loop.thinking.effort = options.effort
     check_window(agent, limits)
     lease.attach(agent)
     if start.session_id is not None:
@@ -256,8 +259,12 @@ def _run(
     enabled = agent.compaction_status().enabled
     if start.session_id is not None and options.output_format == "text":
         context = indicator(agent.context(), enabled=enabled)
+        from agentloop._cli.ui import shown
+
         for line in orientation(store, start, agent.messages, here=workspace, context_line=context):
-            print(line, file=sys.stderr)
+            print(shown(line, sys.stderr), file=sys.stderr)
+        if agent.instructions_notice is not None:
+            print(shown(agent.instructions_notice, sys.stderr), file=sys.stderr)
 
     def kept() -> bool:
         """A new session whose model never answered is not kept (nothing worth resuming)."""
@@ -427,7 +434,7 @@ def _interactive(
             show_context=True,
             kept=kept,
         )
-        from agentloop._cli.ui import start_line
+        from agentloop._cli.ui import shown, start_line
 
         decision = agent.context()
         banner = start_line(
@@ -436,7 +443,7 @@ def _interactive(
             agent.compaction_status().window_source,
             str(agent.workspace),
         )
-        print(banner, file=sys.stderr)
+        print(shown(banner, sys.stderr), file=sys.stderr)
     else:
         repl = Repl(
             agent,
@@ -460,12 +467,12 @@ def _interactive(
             file=sys.stderr,
         )
     elif tty and kept():
+        from agentloop._cli.ui import shown
+
         sid = agent.session_id[:8]
-        print(
-            f"Session {sid} saved · continue with `agentloop --continue` "
-            f"or `agentloop --resume {sid}`",
-            file=sys.stderr,
-        )
+        saved = f"Session {sid} saved · continue with `agentloop --continue` or "
+        saved += f"`agentloop --resume {sid}`"
+        print(shown(saved, sys.stderr), file=sys.stderr)
     return code
 
 

@@ -10,7 +10,17 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-__all__ = ["cells", "cut_cells", "joined", "pad", "paragraph", "two_columns", "wrap_cells"]
+__all__ = [
+    "cells",
+    "cut_cells",
+    "cut_words",
+    "fit",
+    "joined",
+    "pad",
+    "paragraph",
+    "two_columns",
+    "wrap_cells",
+]
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
@@ -56,6 +66,18 @@ def cut_cells(text: str, width: int, *, keep_end: bool = False) -> str:
     if width <= 1:
         return "…"[:width]
     return "…" + _suffix(text, width - 1) if keep_end else _prefix(text, width - 1) + "…"
+
+
+def cut_words(text: str, width: int) -> str:
+    """``text`` in at most ``width`` cells, cut after a whole word with ``…`` (inside a word only
+    when the first word alone does not fit)."""
+    if cells(text) <= width:
+        return text
+    head = _prefix(text, max(width - 1, 0))
+    if text[len(head) : len(head) + 1] not in (" ", ""):  # the cut fell inside a word
+        whole = head.rsplit(" ", 1)[0] if " " in head else ""
+        head = whole or head
+    return head.rstrip(" ,;:.-–—") + "…"
 
 
 def pad(text: str, width: int, *, right: bool = False) -> str:
@@ -144,3 +166,31 @@ def _fold(line: str, width: int, indent: str) -> list[str]:
 def paragraph(text: str, width: int | None) -> list[str]:
     """``text`` wrapped to ``width`` cells (None: its own lines)."""
     return text.splitlines() if width is None else wrap_cells(text, width)
+
+
+HANG = 2
+"""How much further than its line a wrapped line's continuation is indented."""
+
+
+def fit(text: str, width: int | None) -> str:
+    """``text`` for a terminal of ``width`` cells (None: as it is): each line that does not fit
+    is broken at spaces, never inside a word that fits a line, its continuations indented
+    under the line's own indent plus :data:`HANG` (the one wrapping rule of what the terminal
+    prints: notices, reports, the start and exit lines)."""
+    if width is None:
+        return text
+    out: list[str] = []
+    for line in text.split("\n"):
+        if cells(line) <= width:
+            out.append(line)
+            continue
+        indent = line[: len(line) - len(line.lstrip(" "))]
+        hang = indent + " " * HANG
+        if cells(hang) >= width // 2:  # too deep to leave room for words: no hanging indent
+            indent = hang = ""
+        first, *more = wrap_cells(line, width - cells(indent))
+        out.append(indent + first)
+        rest = " ".join(more)
+        if rest:
+            out += [hang + part for part in wrap_cells(rest, width - cells(hang))]
+    return "\n".join(out)

@@ -26,11 +26,12 @@ def configured_prices() -> dict[str, Price] | None:
     return parse_prices(text)
 
 
-def cost_lines(report: CostReport, title: str) -> list[str]:
-    """Three lines: what, the tokens, the cache share and the price."""
+def cost_lines(report: CostReport, title: str, what: str = "") -> list[str]:
+    """Three lines: what (``what`` joins the request counts in one parenthesis), the tokens,
+    the cache share and the price."""
     total = report.total
     usage = total.usage
-    requests = plural(report.requests, "request")
+    requests = (f"{what}; " if what else "") + plural(report.requests, "request")
     if report.summary_requests:
         requests += f", {plural(report.summary_requests, 'summary request')}"
     mark = "~" if total.estimated else ""
@@ -50,10 +51,8 @@ def cost_text(session: CostReport, conversation: CostReport, session_id: str) ->
     """The ``/cost`` report: this session, then the conversation across its compactions."""
     lines = cost_lines(session, f"This session {session_id[:8]}")
     if conversation.sessions > 1:
-        lines += cost_lines(
-            conversation,
-            f"The whole conversation ({conversation.sessions} sessions, across compactions)",
-        )
+        across = f"{conversation.sessions} sessions across compactions"
+        lines += cost_lines(conversation, "The whole conversation", across)
     if conversation.total.estimated:
         lines.append(
             "  ~ the model's price is not in the table: its family's was assumed "

@@ -7,18 +7,23 @@ printing the lineage tree of the sessions it made.
 
 from __future__ import annotations
 
+import contextlib
 import io
+import os
+import random
 import shlex
 import shutil
+import string
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 from agentloop._core.validation import DEFAULT_MODEL
 from agentloop.testing import Reply, ScriptedModel, text_reply, tool_call, tool_reply
 
 # The system prompt and tool definitions alone take about 2,000 tokens: at 4,800 the scripted
-# session compacts automatically three times (between tool rounds), then once more on /compact.
+# session compacts automatically twice (between tool rounds), then once more on /compact.
 DEMO_WINDOW = 4800
 REMOVE_COMMAND = "agentloop sessions delete {root} --lineage --yes"
 """The demo's last line: the one command that removes every session it stored."""
@@ -99,8 +104,10 @@ NOTES = "\n".join(
 )
 
 
-def _script(python: str) -> list[Reply]:
-    run_tests = f"{python} test_calc.py"
+def _script() -> list[Reply]:
+    # `python` is this interpreter (see _private_tools): its full path, counted in every
+    # request and quoted in every summary, would make the run depend on where it is installed.
+    run_tests = "python test_calc.py"
     todos = [
         {"content": "Reproduce the failing test", "status": "in_progress"},
         {"content": "Fix the bug", "status": "pending"},
@@ -201,18 +208,85 @@ What was the original bug?
 """
 
 
+# The system prompt names the workspace, so its path is counted in every request. A random
+# temporary name alone varies by a few tokens from run to run (and a longer temporary directory
+# by more), which moves where compaction happens: the demo draws names until the prompt counts
+# as many tokens as with this path, so its run is the same wherever the temporary directory is.
+REFERENCE_WORKSPACE = "/tmp/agentloop-demo-with-room-for-a-longer-temporary-directory"
+_NAME_CHARS = string.ascii_lowercase + string.digits
+_NAME_DRAWS = 300
+
+
+def make_workspace() -> Path:
+    """A new private directory for the demo's project, whose path counts as many tokens in the
+    system prompt as :data:`REFERENCE_WORKSPACE` (when no such name is found under the temporary
+    directory or ``/tmp``: any new temporary directory, and the figures may differ a little)."""
+    from agentloop._adapters.tokens import TokenEstimator
+    from agentloop._agent.agent import system_prompt
+
+    estimator = TokenEstimator()
+    target = estimator.count_system(system_prompt(Path(REFERENCE_WORKSPACE)))
+    draw = random.Random()
+    for base in dict.fromkeys((tempfile.gettempdir(), "/tmp")):
+        root = Path(base)
+        if not root.is_dir():
+            continue
+        root = root.resolve()
+        for _ in range(_NAME_DRAWS):
+            suffix = "".join(draw.choices(_NAME_CHARS, k=draw.randint(1, 24)))
+            candidate = root / f"agentloop-demo-{suffix}"
+            if estimator.count_system(system_prompt(candidate)) != target:
+                continue
+            try:
+                candidate.mkdir(mode=0o700)
+            except FileExistsError:
+                continue
+            except OSError:
+                break  # not writable: the next base
+            return candidate
+    return Path(tempfile.mkdtemp(prefix="agentloop-demo-"))
+
+
+@contextlib.contextmanager
+def _private_tools() -> Iterator[Path]:
+    """A directory outside the workspace, first on ``PATH`` while the demo runs: its ``python``
+    runs this interpreter, and as the user's config directory it holds no instruction file
+    (the user's own would change the system prompt and so the run)."""
+    tools = Path(tempfile.mkdtemp(prefix="agentloop-demo-tools-"))
+    launcher = tools / "python"
+    launcher.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} "$@"\n')
+    launcher.chmod(0o755)
+    saved = {name: os.environ.get(name) for name in ("PATH", "AGENTLOOP_CONFIG_DIR")}
+    os.environ["PATH"] = os.pathsep.join(filter(None, (str(tools), saved["PATH"])))
+    os.environ["AGENTLOOP_CONFIG_DIR"] = str(tools)
+    try:
+        yield tools
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        shutil.rmtree(tools, ignore_errors=True)
+
+
 def run_demo() -> int:
     """Run the scripted session; print the lineage tree, then the command that removes it."""
+    with _private_tools():
+        return _run_demo()
+
+
+def _run_demo() -> int:
     from agentloop._cli.app import AgentOptions, run_session
     from agentloop._cli.list_commands import tree_command
     from agentloop._cli.store_access import open_cli_store
 
-    workspace = Path(tempfile.mkdtemp(prefix="agentloop-demo-"))
+    workspace = make_workspace()
     try:
         (workspace / "calc.py").write_text(CALC)
         (workspace / "test_calc.py").write_text(TESTS)
         (workspace / "NOTES.md").write_text("# Notes from the team\n\n" + NOTES + "\n")
-        model = ScriptedModel(_script(shlex.quote(sys.executable)))
+        model = ScriptedModel(_script())
         print(
             f"agentloop demo: a scripted model works on a small project in {workspace}\n"
             f"(context window {DEMO_WINDOW:,} tokens so that compaction shows; no network, "

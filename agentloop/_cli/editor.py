@@ -2,7 +2,7 @@
 
 On a terminal (prompt_toolkit): line editing, history (↑) kept across runs, a bracketed paste is
 one message, ``\\`` at the end of a line or Alt-Enter starts a new line, Ctrl-C clears the line
-(on an empty line it arms, and a second Ctrl-C quits), Ctrl-D on an empty line quits.
+(and only that: quitting takes two presses on an empty line), Ctrl-D on an empty line quits.
 
 A long paste shows as ``[pasted 300 lines]`` in the line (and so in the history, which keeps no
 megabytes); the message sent holds the pasted text. The history file is cut to its newest
@@ -218,9 +218,9 @@ def _prompt_session(
     @bindings.add("c-c")
     def _interrupt(event: KeyPressEvent) -> None:
         buffer = event.current_buffer
-        if buffer.text:
+        if buffer.text:  # clears the line; only Ctrl-C on an empty line arms quitting
             buffer.reset()
-            armed.on = True
+            armed.on = False
         elif armed.on:
             event.app.exit(exception=KeyboardInterrupt())
         else:

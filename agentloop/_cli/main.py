@@ -18,6 +18,7 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from agentloop._core.model import EFFORT_LEVELS
 from agentloop._core.settings import STRATEGIES
 from agentloop._core.validation import (
     DEFAULT_MODEL,
@@ -214,6 +215,12 @@ def add_agent_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--context-window", type=_window, default=None, metavar="N", help="override the window"
     )
+    parser.add_argument(
+        "--effort",
+        choices=EFFORT_LEVELS,
+        default=None,
+        help="how hard the model thinks (output_config.effort; default: the model's own)",
+    )
 
 
 def _threshold(text: str) -> float:
@@ -283,6 +290,7 @@ def agent_options(args: argparse.Namespace) -> AgentOptions:
         or os.environ.get("AGENTLOOP_COMPACTION_MODEL")
         or None,
         prepare_summaries=_prepare_setting(os.environ.get("AGENTLOOP_PREPARE_SUMMARIES")),
+        effort=args.effort,
     )
 
 

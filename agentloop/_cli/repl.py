@@ -28,6 +28,8 @@ SLASH_COMMANDS: tuple[tuple[str, str], ...] = (
     ("/undo-compaction", "continue from before the last compaction, in a new branch"),
     ("/context", "context usage, where compaction triggers, the window and its source"),
     ("/cost", "tokens and price of this session and of the whole conversation"),
+    ("/clear", "start a fresh conversation (the current one is kept: --resume continues it)"),
+    ("/model [NAME]", "the model; with a NAME, switch to it for the next turns"),
     ("/sessions", "conversations of this workspace"),
     ("/help", "this help"),
     ("/exit, /quit", "leave (the session is saved; continue later with --continue)"),
@@ -128,6 +130,7 @@ class Repl:
             if command in _HANDLERS or _looks_like_command(command):
                 with self._working():
                     slash(self.agent, text)
+                self.after_turn()  # /clear, /undo-compaction: the lease follows the session
                 return True
         with self._working():
             self.ui.begin_turn()
@@ -139,7 +142,7 @@ class Repl:
             from agentloop._cli.ui import indicator
 
             enabled = self.agent.compaction_status().enabled
-            print(indicator(self.agent.context(), enabled=enabled), file=sys.stderr)
+            _tell(indicator(self.agent.context(), enabled=enabled))
         return True
 
     @contextlib.contextmanager
@@ -153,24 +156,28 @@ class Repl:
         except (AgentloopError, SessionError) as error:
             self.failures += 1
             self.ui.end_turn()
-            print(f"agentloop: error: {error}", file=sys.stderr)
+            _tell(f"agentloop: error: {error}")
             if self.agent.unsaved:  # what was shown is not stored: said, and no more sent
                 self.stopped = self.stop_when_unsaved
                 note = NOT_SAVED_STOP if self.stopped else NOT_SAVED
                 taken = (error, error.__cause__)
                 if any(isinstance(e, SessionLeasedError) for e in taken) and not self.stopped:
                     note = TAKEN_OVER.format(sid=self.agent.session_id[:8])
-                print(note, file=sys.stderr)
+                _tell(note)
             elif isinstance(error, AgentloopError) and self.agent.saved and self.kept():
-                print(
-                    f"(session {self.agent.session_id[:8]} is saved; you can continue)",
-                    file=sys.stderr,
-                )
+                _tell(f"(session {self.agent.session_id[:8]} is saved; you can continue)")
         except KeyboardInterrupt:
             self.ui.interrupted()
-            print("(interrupted)", file=sys.stderr)
+            _tell("(interrupted)")
         finally:
             self.ui.end_turn()
+
+
+def _tell(text: str) -> None:
+    """A line (or lines) for the user, wrapped to the terminal at word boundaries."""
+    from agentloop._cli.ui import shown
+
+    print(shown(text, sys.stderr), file=sys.stderr)
 
 
 def _looks_like_command(word: str) -> bool:
@@ -186,7 +193,7 @@ def slash(agent: CodingAgent, text: str) -> None:
         names = [*_HANDLERS, *EXIT_COMMANDS]
         close = difflib.get_close_matches(command, names, n=1, cutoff=0.5)
         guess = f"; did you mean {close[0]}?" if close else ""
-        print(f"unknown command {command}{guess} (/help lists the commands)", file=sys.stderr)
+        _tell(f"unknown command {command}{guess} (/help lists the commands)")
         return
     handler(agent, rest.strip())
 
@@ -194,13 +201,13 @@ def slash(agent: CodingAgent, text: str) -> None:
 def _help(agent: CodingAgent, rest: str) -> None:
     from agentloop._cli.render import terminal_width
 
-    print(help_text(terminal_width(sys.stderr)), file=sys.stderr)
+    _tell(help_text(terminal_width(sys.stderr)))
 
 
 def _context(agent: CodingAgent, rest: str) -> None:
     from agentloop._cli.ui import context_report
 
-    print(context_report(agent), file=sys.stderr)
+    _tell(context_report(agent))
 
 
 def _cost(agent: CodingAgent, rest: str) -> None:
@@ -208,9 +215,9 @@ def _cost(agent: CodingAgent, rest: str) -> None:
 
     reports = agent.cost(configured_prices())
     if reports is None:
-        print("Nothing billed yet: the session starts with its first reply.", file=sys.stderr)
+        _tell("Nothing billed yet: the session starts with its first reply.")
         return
-    print(cost_text(*reports, agent.session_id), file=sys.stderr)
+    _tell(cost_text(*reports, agent.session_id))
 
 
 DRY_RUN = "--dry-run"
@@ -226,27 +233,26 @@ def _compact(agent: CodingAgent, rest: str) -> None:
         _preview(agent, instructions)
         return
     if words and words[0].startswith("--"):
-        print(f"unknown option {words[0]} (usage: {COMPACT_USAGE})", file=sys.stderr)
+        _tell(f"unknown option {words[0]} (usage: {COMPACT_USAGE})")
         return
     outcome = agent.compact(rest or None)
     # A compaction that was attempted already said why it was skipped (on_compaction_skipped);
     # one the decision refused (too few messages, a tool call pending) says it here.
     if outcome is not None and outcome.transition is None and outcome.skipped is None:
-        print(f"Nothing compacted: {outcome.decision.reason}", file=sys.stderr)
+        _tell(f"Nothing compacted: {outcome.decision.reason}")
 
 
 def _preview(agent: CodingAgent, instructions: str) -> None:
     from agentloop._cli.ui import plan_report
 
     plan = agent.plan()
-    print(plan_report(plan), file=sys.stderr)
+    _tell(plan_report(plan))
     if instructions and plan.decision.compact:
         # Instructions shape the summary's text, which only the summarizer writes: the plan
         # (what is summarized, kept, preserved) is the same with them.
-        print(
+        _tell(
             f"  instructions: {instructions!r} (the summary would follow them; `/compact "
-            f"{instructions}` compacts with them)",
-            file=sys.stderr,
+            f"{instructions}` compacts with them)"
         )
 
 
@@ -257,30 +263,27 @@ def _undo_compaction(agent: CodingAgent, rest: str) -> None:
     try:
         fork, kept = agent.undo_compaction()
     except NothingToUndoError as error:  # an answer, not a failure
-        print(f"Nothing to undo: {str(error).removeprefix('nothing to undo: ')}", file=sys.stderr)
+        _tell(f"Nothing to undo: {str(error).removeprefix('nothing to undo: ')}")
         return
     since = f", with the {_messages(kept)} said since it" if kept else ""
-    print(
+    _tell(
         f"Compaction undone: continuing from before it{since}, in new session {fork[:8]} "
-        f"({_messages(len(agent.messages))}); {compacted[:8]} stays as it was",
-        file=sys.stderr,
+        f"({_messages(len(agent.messages))}); {compacted[:8]} stays as it was"
     )
     decision = agent.context()
     if decision is None or decision.usage.tokens < decision.trigger_tokens:
         return
     usage = decision.usage
     if decision.held_until is not None:
-        print(
+        _tell(
             f"(the context is past the trigger: automatic compaction waits until it passes "
-            f"{decision.held_until:,} tokens; /compact compacts now)",
-            file=sys.stderr,
+            f"{decision.held_until:,} tokens; /compact compacts now)"
         )
     else:
-        print(
+        _tell(
             f"(the restored conversation, {token_figure(usage.tokens, usage.source)} tokens, "
             "leaves no room for a "
-            f"reply in the {usage.window:,}-token window: your next message compacts it again)",
-            file=sys.stderr,
+            f"reply in the {usage.window:,}-token window: your next message compacts it again)"
         )
 
 
@@ -298,8 +301,42 @@ def _sessions(agent: CodingAgent, rest: str) -> None:
     try:
         list_command(agent.store, sys.stdout, workspace=current_workspace(str(agent.workspace)))
     except SessionError as error:  # e.g. a busy store: a line, and the session goes on
-        print(f"agentloop: error: {error}", file=sys.stderr)
+        _tell(f"agentloop: error: {error}")
     sys.stdout.flush()
+
+
+def _clear(agent: CodingAgent, rest: str) -> None:
+    if not agent.saved:
+        _tell("Already a fresh conversation: nothing was said in this one yet.")
+        return
+    before = agent.session_id[:8]
+    fresh = agent.clear()
+    _tell(
+        f"Fresh conversation: new session {fresh[:8]} (stored with its first message); "
+        f"{before} is kept — `agentloop --resume {before}` continues it"
+    )
+
+
+CACHE_AND_THINKING = (
+    "the prompt cache starts over (a cache belongs to one model), and thinking another "
+    "model wrote may be dropped"
+)
+
+
+def _model(agent: CodingAgent, rest: str) -> None:
+    name = rest.strip()
+    current = agent.model_name
+    if not name:
+        _tell(f"Model: {current} (/model NAME switches for the next turns)")
+        return
+    if len(name.split()) > 1 or name.startswith("-"):
+        _tell(f"usage: /model [NAME], e.g. /model claude-opus-5-5 (not {name!r})")
+        return
+    if name == current:
+        _tell(f"Model: {current} already")
+        return
+    agent.switch_model(name)
+    _tell(f"Model: {name} for the next turns (was {current}); {CACHE_AND_THINKING}")
 
 
 _HANDLERS: dict[str, Callable[[CodingAgent, str], None]] = {
@@ -309,4 +346,6 @@ _HANDLERS: dict[str, Callable[[CodingAgent, str], None]] = {
     "/compact": _compact,
     "/undo-compaction": _undo_compaction,
     "/sessions": _sessions,
+    "/clear": _clear,
+    "/model": _model,
 }

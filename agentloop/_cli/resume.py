@@ -79,9 +79,9 @@ def _text(message: Message) -> str:
 
 
 def _cut(text: str, width: int = EXCERPT) -> str:
-    from agentloop._cli.cells import cut_cells  # in display cells: CJK and emoji take two
+    from agentloop._cli.cells import cut_words  # in display cells: CJK and emoji take two
 
-    return cut_cells(text, width)
+    return cut_words(text, width)
 
 
 def _asked(messages: Sequence[Message]) -> str:

@@ -57,6 +57,14 @@ def _estimate(tokens: int) -> str:
     return token_figure(tokens, "estimate")
 
 
+def shown(text: str, stream: TextIO) -> str:
+    """``text`` wrapped to ``stream``'s terminal at word boundaries (piped: as it is)."""
+    from agentloop._cli.cells import fit
+    from agentloop._cli.render import terminal_width
+
+    return fit(text, terminal_width(stream))
+
+
 def _isatty(stream: TextIO) -> bool:
     try:
         return stream.isatty()
@@ -90,6 +98,8 @@ class TerminalUI(LoopEvents):
         nothing worth keeping)."""
         self.usage: list[Usage] = []
         self._wrote_text = False
+        self._thinking = ""
+        """The model's notes streamed since the last thing shown (shown collapsed next)."""
 
     # -- a turn ------------------------------------------------------------------------------
 
@@ -109,14 +119,22 @@ class TerminalUI(LoopEvents):
 
     def on_retry(self, attempt: int, limit: int, reason: str) -> None:
         """The model call failed and is tried again (connection refused, overloaded...)."""
-        self._say(f"  retrying ({attempt}/{limit}): {reason}")
+        self._say(shown(f"  retrying ({attempt}/{limit}): {reason}", self.err))
         self.spinner.start(THINKING)
 
     # -- the loop's events -------------------------------------------------------------------
 
+    def on_thinking(self, delta: str) -> None:
+        """The model's notes (summarized thinking) as they stream: gathered; those that lead
+        to a tool call are shown above its line, dimmed, collapsed to two lines at most (the
+        reasoning before an answer is not: the answer follows)."""
+        if self.stream:
+            self._thinking += delta
+
     def on_text(self, delta: str) -> None:
         if not self.stream:
             return
+        self._thinking = ""  # what led to this text: the text says it
         if self.markdown is not None:
             self.markdown.feed(delta)  # a block is drawn once complete
             if self.markdown.pending and not self.spinner.running:
@@ -129,15 +147,20 @@ class TerminalUI(LoopEvents):
 
     def on_reply_incomplete(self, reason: str) -> None:
         """What was streamed is not an answer: say so, and that it is asked again."""
+        self._thinking = ""  # withdrawn with the rest
         self.spinner.stop()
         self._end_line()
-        self._say(f"  (the reply broke off: {reason}; asking again — the part above is not kept)")
+        broke = f"  (the reply broke off: {reason}; asking again — the part above is not kept)"
+        self._say(shown(broke, self.err))
 
     def on_reply(self, response: ModelResponse | None) -> None:
         """End the streamed reply's line (also called with None after a failed turn)."""
         if response is not None:
             self.replies += 1
             self.usage.append(response.usage)
+            if response.tool_uses:  # notes before a tool call: shown above its line
+                self._show_thinking()
+        self._thinking = ""
         self.spinner.stop()
         self._end_line()
 
@@ -170,14 +193,14 @@ class TerminalUI(LoopEvents):
             lines.append(
                 f"  note: summary built without a model: {transition.summary.fallback_reason}"
             )
-        self._say("\n".join(lines))
+        self._say(shown("\n".join(lines), self.err))
         self.spinner.start(THINKING)
 
     def on_compaction_skipped(self, reason: str) -> None:
-        self._say(f"Compaction skipped: {reason}")
+        self._say(shown(f"Compaction skipped: {reason}", self.err))
 
     def on_warning(self, message: str) -> None:
-        self._say(f"warning: {message}")
+        self._say(shown(f"warning: {message}", self.err))
 
     # -- writing -----------------------------------------------------------------------------
 
@@ -185,6 +208,18 @@ class TerminalUI(LoopEvents):
         self.spinner.stop()
         self._end_line()
         self.err.write(line + "\n")
+        self.err.flush()
+
+    def _show_thinking(self) -> None:
+        """The notes gathered so far, dimmed, on at most two lines (then they are gone)."""
+        text, self._thinking = self._thinking, ""
+        lines = thinking_lines(text)
+        if not lines:
+            return
+        self.spinner.stop()
+        self._end_line()
+        for line in lines:
+            self.err.write(f"{_DIM}{line}{_PLAIN}\n" if self.tty else line + "\n")
         self.err.flush()
 
     def _end_line(self) -> None:
@@ -197,6 +232,23 @@ class TerminalUI(LoopEvents):
 
 
 _DIFF_COLORS = {"+": "\033[32m", "-": "\033[31m"}
+_DIM, _PLAIN = "\033[2m", "\033[0m"
+THINKING_WIDTH = 100
+"""The most characters of a line of the model's notes shown (the rest: ``…``)."""
+
+
+def thinking_lines(text: str) -> list[str]:
+    """The model's notes collapsed: their first line, and the second when there is more (cut
+    to :data:`THINKING_WIDTH`, ``…`` where something was left out)."""
+    lines = [" ".join(line.split()) for line in text.splitlines()]
+    lines = [line for line in lines if line]
+    shown: list[str] = []
+    for index, line in enumerate(lines[:2]):
+        more = len(line) > THINKING_WIDTH or (index == 1 and len(lines) > 2)
+        if len(line) > THINKING_WIDTH:
+            line = line[: THINKING_WIDTH - 1].rstrip()
+        shown.append(f"  {'✻' if index == 0 else ' '} {line}{'…' if more else ''}")
+    return shown
 
 
 def change_lines(diff: str, *, color: bool) -> str:
@@ -220,10 +272,14 @@ def indicator(decision: CompactionDecision | None, *, enabled: bool) -> str:
     shown = percent_figure(used, decision.usage.source)
     if not enabled:
         return f"context {shown} · automatic compaction off"
-    line = f"context {shown} · compacts at {decision.trigger_tokens / window:.0%}"
-    if decision.held_until is not None:  # past the trigger, and why it did not compact
-        line += f" · paused until {decision.held_until / window:.0%}: {decision.held_because}"
-    return line
+    trigger = f"{decision.trigger_tokens / window:.0%}"
+    if decision.held_until is None:
+        return f"context {shown} · compacts at {trigger}"
+    # The breaker holds: the threshold in force is where it waits, and the line says why.
+    held = f"{decision.held_until / window:.0%}"
+    if held == trigger:  # too close to tell apart in percent
+        held, trigger = f"{decision.held_until:,} tokens", f"{decision.trigger_tokens:,}"
+    return f"context {shown} · compacts at {held} (raised from {trigger}: {decision.held_because})"
 
 
 def context_report(agent: CodingAgent) -> str:

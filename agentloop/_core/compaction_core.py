@@ -18,19 +18,25 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any, cast
 
+from agentloop._core.api_compaction import (
+    API_NOTE,
+    api_summary_steps,
+    keeps_from,
+    swapped_steps,
+)
 from agentloop._core.context import (
     BREAKER_WHY,
-    MIN_REPLY_TOKENS,
     UNDONE_WHY,
     Calibrator,
     CompactionDecision,
     ContextUsage,
     TokenCounter,
-    breaker_margin,
+    breaker_hold,
     decide,
     measure,
     trigger_tokens,
 )
+from agentloop._core.cut_and_prune import thinking_note
 from agentloop._core.effects import (
     NewSessionId,
     ReadClock,
@@ -44,7 +50,7 @@ from agentloop._core.messages import (
     Usage,
     is_safe_boundary,
 )
-from agentloop._core.model import AsyncModel, Model, ServerCompaction
+from agentloop._core.model import AsyncModel, Model, OnDemandCompactingModel, ServerCompaction
 from agentloop._core.prefix import as_message
 from agentloop._core.prepared import (
     Preparation,
@@ -52,12 +58,14 @@ from agentloop._core.prepared import (
     SettingsKey,
     prepared_cut,
 )
-from agentloop._core.preserved_state import PreservedStateHook
+from agentloop._core.prepared_rest import rest_summary_steps
+from agentloop._core.preserved_state import PreservedStateHook, with_ledger
 from agentloop._core.results import (
     CompactionOutcome,
     CompactionSummary,
     CompactionTransition,
 )
+from agentloop._core.round_fit import fitted_steps
 from agentloop._core.settings import STRATEGIES, CompactionSettings, StrategyName
 from agentloop._core.strategy import (
     Budget,
@@ -137,6 +145,10 @@ class CompactionCore:
         self._undone_hold: int | None = None
         """The breaker's value set by :meth:`hold` (while it is the one that holds)."""
         self._last_output: tuple[Message, int] | None = None
+        self._on_demand: dict[str, bool] = {}
+        self.later: Message | None = None
+        """What the newest compaction carries over but could not place yet (its child ends
+        with a reply): appended after the next user message (``carried``)."""
         self.preparation = Preparation()
         """The newest summary prepared ahead (see :meth:`prepare_job`) and the counts."""
 
@@ -147,9 +159,13 @@ class CompactionCore:
         """The strategy the settings name (from the registry)."""
         return strategy_named(self.settings.strategy)
 
-    def request_edit(self) -> ServerCompaction | None:
-        """What every request of this conversation asks the API to do (its compaction)."""
-        return self.strategy.edit(self) if self.settings.enabled else None
+    def request_edit(self, messages: Sequence[Message] = ()) -> ServerCompaction | None:
+        """What every request of this conversation asks the API to do (its compaction). None
+        for a history ``messages`` the API's own summary opens: the threshold edit cannot run
+        beside its block, so such a history compacts here, by the API's summary again."""
+        if not self.settings.enabled or (messages and messages[0].is_compaction_only):
+            return None
+        return self.strategy.edit(self)
 
     @property
     def threshold(self) -> float:
@@ -162,11 +178,17 @@ class CompactionCore:
     def hold(self, tokens: int) -> None:
         """At or past the trigger, hold automatic compaction back until the context has grown
         well past ``tokens`` (a compaction the user just undid is not redone at once), but
-        never past the point where a minimal reply no longer fits in the window."""
-        limit = self.context_window - MIN_REPLY_TOKENS
-        if self.trigger_tokens <= tokens < limit:
-            held = min(tokens + breaker_margin(self.context_window), limit)
-            self._breaker_until = self._undone_hold = held
+        never past the point where the reply reserve no longer fits in the window."""
+        if tokens >= self.trigger_tokens:
+            held = self._pause(tokens)
+            if held is not None and tokens < held:
+                self._breaker_until = self._undone_hold = held
+
+    def _pause(self, tokens: int) -> int | None:
+        """Where the circuit breaker waits after a compaction that left ``tokens`` (context.py
+        holds the rule); None when the window leaves no room for a wait."""
+        window, reply = self.context_window, self.max_output_tokens
+        return breaker_hold(window, reply, self.trigger_tokens, tokens)
 
     def count(self, message: Message) -> int:
         """The message's cached local estimate, computing (and remembering) it if missing."""
@@ -264,7 +286,8 @@ class CompactionCore:
             if self._breaker_until is not None and self._breaker_until == self._undone_hold
             else BREAKER_WHY,
         )
-        if decision.compact and not force and not strategy.automatic:
+        opened = bool(msgs) and msgs[0].is_compaction_only  # see request_edit
+        if decision.compact and not force and not strategy.automatic and not opened:
             # The API compacts at the trigger; only a compaction asked for runs here.
             trigger = decision.trigger_tokens
             reason = f"the API compacts at {trigger:,} tokens (strategy {strategy.name!r})"
@@ -338,6 +361,7 @@ class CompactionCore:
         if cuts is None:
             return "nothing to compact: no safe cut point"
         hooks = yield from perform(RunHooks(tuple(self.hooks)))
+        hooks = with_ledger(hooks, msgs, self.context_window, self.counter_text)
         job = Job(
             self,
             msgs,
@@ -354,14 +378,29 @@ class CompactionCore:
         built: Built | str | None = None
         if prepared is not None:
             built = yield from self._prepared_steps(job, prepared)
+        fallback = None
+        if built is None and strategy.api_summary and self.api_summary_available():
+            built = yield from api_summary_steps(
+                job, self.summarizer, max_tokens=self.api_summary_max_tokens()
+            )
+            fallback, built = (built, None) if isinstance(built, str) else (None, built)
         if built is None:
             built = yield from strategy.build(job)
+            if fallback is not None and not isinstance(built, str):
+                built.fallback = (
+                    fallback if built.fallback is None else f"{fallback}; {built.fallback}"
+                )
         if isinstance(built, str):
-            self._breaker_until = max(budget.trigger, budget.before) + budget.margin
+            if not decision.requested:  # one asked for never arms the breaker
+                self._breaker_until = self._pause(budget.before)
             return built
+        built = yield from fitted_steps(job, built)  # still too big: the newest round shortened
         refused = self._judge(job, built.measured)
         if refused is not None:
             return refused
+        if built.measured.thinking_removed:
+            job.notes.append(thinking_note(built.measured.thinking_removed))
+        self.later = built.later
         self._estimates.clear()
         self._converted.clear()
         compacted = built.messages
@@ -372,36 +411,42 @@ class CompactionCore:
 
     def _judge(self, job: Job, measured: Measured) -> str | None:
         """Why the result is not committed, if it is not; sets the circuit breaker (and warns
-        when a committed result saved too little)."""
+        when a committed result saved too little). A compaction asked for (``/compact``) never
+        arms it: the user chose to compact, whatever it saves."""
         budget = job.budget
-        trigger, before, after, margin = (
-            budget.trigger,
-            budget.before,
-            measured.tokens,
-            budget.margin,
-        )
+        trigger, before, after = budget.trigger, budget.before, measured.tokens
+        requested = job.decision.requested
         unit = "tokens" if measured.by_api else "tokens (estimated)"
         if after >= before:
-            self._breaker_until = max(trigger, before) + margin
+            if not requested:
+                self._breaker_until = self._pause(before)
             return (
                 f"compaction would not reduce the context ({before:,} → {after:,} "
                 f"{unit}); kept the conversation as it is"
             )
         if before >= trigger and after >= trigger:
-            self._breaker_until = max(trigger, before) + margin
+            if after + self.max_output_tokens <= self.context_window:
+                # Nothing more to keep out, but it fits beside a reply: the turn goes on in it.
+                pause = self._breaker_until = self._pause(after)
+                waits = "" if pause is None else f"; automatic compaction pauses until {pause:,}"
+                job.warnings.append(
+                    f"compaction could not bring the context under the trigger ({before:,} → "
+                    f"{after:,} {unit}, trigger {trigger:,}): it goes on above it{waits}"
+                )
+                return None
+            if not requested:
+                self._breaker_until = self._pause(before)
             return (
                 f"compaction could not bring the context under the trigger ({before:,} → "
                 f"{after:,} {unit}, trigger {trigger:,}); kept the conversation as it is "
                 "— start a new session or /compact with instructions to keep less"
             )
-        if budget.refused(after):
-            self._breaker_until = max(trigger, after) + margin
-            job.warnings.append(
-                f"compaction saved only {before - after:,} tokens; automatic "
-                f"compaction pauses until the context passes {self._breaker_until:,} tokens"
-            )
-        else:
-            self._breaker_until = None
+        if requested or not budget.refused(after):
+            self._breaker_until = None  # a fresh context: nothing to wait for
+            return None
+        pause = self._breaker_until = self._pause(after)
+        waits = "" if pause is None else f"; automatic compaction pauses until {pause:,} tokens"
+        job.warnings.append(f"compaction saved only {before - after:,} tokens{waits}")
         return None
 
     def _record(self, job: Job, built: Built, created_at: datetime) -> CompactionSummary:
@@ -409,8 +454,9 @@ class CompactionCore:
         when the summary was; anything prepared and not used is thrown away, counted)."""
         settings, spent, decision = self.settings, job.spent, job.decision
         calls, usage = len(spent), sum(spent, Usage())
-        if built.prepared:
-            usage, calls = self.preparation.take()
+        if built.prepared:  # with the one request that brought it up to date, if any
+            prepared_usage, prepared_calls = self.preparation.take()
+            usage, calls = usage + prepared_usage, calls + prepared_calls
         else:
             self.preparation.discard("the compaction did not use it")
         discarded_usage, discarded_calls = self.preparation.take_discarded()
@@ -449,6 +495,15 @@ class CompactionCore:
         half = fixed + max(0, job.budget.trigger - fixed) // 2
         cut = prepared_cut(job.msgs, len(prepared.covered))
         size = 0
+        if prepared.block is not None:  # the API's: swapped for exactly what it covers
+            covered, cut = len(prepared.covered), None
+            if covered < len(job.msgs) and keeps_from(job.msgs, covered):
+                built = yield from swapped_steps(job, covered, prepared.block, prepared=True)
+                size = built.measured.tokens
+                # Usable when it does what a compaction must: the turns since stay whole.
+                if not job.budget.refused(size):
+                    job.notes.append(f"{API_NOTE}; it was prepared in the background")
+                    return built
         for tighten in (False, True):
             if cut is None:
                 break
@@ -468,8 +523,14 @@ class CompactionCore:
                     prepared=True,
                 )
         self.preparation.fallbacks += 1
-        self.preparation.discard("it covered too little of the conversation")
         after = f" (it would have left {size:,} tokens, over {half:,})" if size else ""
+        if prepared.block is None and cut is not None:  # one request brings it up to date
+            job.warnings.append(
+                "the summary prepared in the background covered too little of the "
+                f"conversation{after}: what it did not cover was folded into it now"
+            )
+            return (yield from rest_summary_steps(job, prepared))
+        self.preparation.discard("it covered too little of the conversation")
         job.warnings.append(
             "the summary prepared in the background covered too little of the "
             f"conversation{after}: it was summarized now instead"
@@ -481,6 +542,30 @@ class CompactionCore:
         calibrated): re-tokenizing the whole history would cost more than the compaction."""
         ratio = self.calibration.ratio if self.calibration is not None else 1.0
         return int(len(text) / 3 * ratio) + 1
+
+    # -- the API's own summary (see ``api_compaction.py``) ----------------------------------------
+
+    def api_summary_available(self) -> bool:
+        """Whether the API writes this conversation's summaries (on-demand compaction): the
+        summarizer model says it can for the conversation's model (asked once, remembered),
+        and no other model is to summarize (``--compaction-model``)."""
+        if self.settings.summary_model not in (None, self.model_name):
+            return False
+        known = self._on_demand.get(self.model_name)
+        if known is None:
+            model = self.summarizer
+            try:
+                known = isinstance(model, OnDemandCompactingModel) and bool(
+                    model.supports_on_demand_compaction(self.model_name)
+                )
+            except Exception:  # a capability unknown is a capability not used
+                known = False
+            self._on_demand[self.model_name] = known
+        return known
+
+    def api_summary_max_tokens(self) -> int:
+        """``max_tokens`` of a compaction request (the summary's room)."""
+        return max(1024, min(self.settings.summary_max_tokens, self.context_window // 4))
 
     # -- summaries prepared ahead (see ``prepared.py``) -----------------------------------------
 

@@ -11,7 +11,7 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
-from agentloop._core.figures import token_figure
+from agentloop._core.figures import plural, token_figure
 from agentloop._core.messages import Message
 
 UsageSource = Literal["api", "estimate", "api+estimate"]
@@ -85,6 +85,9 @@ class CompactionDecision(BaseModel):
     past which it tries again."""
     held_because: str | None = None
     """Why the breaker holds (with ``held_until``)."""
+    requested: bool = False
+    """A compaction asked for (``/compact``, the model, an emergency): it never arms the
+    circuit breaker."""
 
 
 def last_reported_index(messages: Sequence[Message]) -> int | None:
@@ -159,6 +162,16 @@ def breaker_margin(window: int) -> int:
     return max(1, int(window * BREAKER_GROWTH))
 
 
+def breaker_hold(window: int, max_output_tokens: int, trigger: int, tokens: int) -> int | None:
+    """Where automatic compaction waits after one that did not help (or was undone): a
+    :func:`breaker_margin` past ``tokens`` (and past the trigger), but never where the reply
+    reserve no longer fits in the window. None when that leaves no room above the trigger:
+    it then tries again at the trigger, since a longer wait could overflow the window."""
+    limit = window - reply_reserve(window, max_output_tokens)
+    held = min(max(trigger, tokens) + breaker_margin(window), limit)
+    return held if held > trigger else None
+
+
 def trigger_tokens(window: int, threshold: float, max_output_tokens: int) -> tuple[int, str]:
     """Where compaction triggers: the threshold, or earlier if the reply reserve (see
     :func:`reply_reserve`) would not fit above it."""
@@ -167,8 +180,8 @@ def trigger_tokens(window: int, threshold: float, max_output_tokens: int) -> tup
     room_for_reply = window - reserve
     if 0 < room_for_reply < at_threshold:
         return room_for_reply, (
-            f"triggering at {room_for_reply:,} tokens instead of {at_threshold:,} "
-            f"({threshold:.0%}) so a reply of up to {reserve:,} tokens still fits"
+            f"triggering at {room_for_reply:,} tokens instead of {at_threshold:,}, the "
+            f"threshold {threshold:.0%}, so that a reply of up to {reserve:,} tokens still fits"
         )
     return at_threshold, f"threshold {threshold:.0%} of {window:,} tokens"
 
@@ -188,13 +201,23 @@ def decide(
 ) -> CompactionDecision:
     """The pure decision. ``enabled`` governs automatic compaction; ``force`` (a user's explicit
     request) compacts even when it is off. ``breaker_until`` holds back automatic compaction
-    after one that saved too little, until the context has grown past that many tokens."""
+    after one that saved too little, until the context has grown past that many tokens; from
+    the moment it is set the decision carries it (``held_until``), so what is shown is the
+    threshold in force."""
     trigger, why = trigger_tokens(usage.window, threshold, max_output_tokens)
     now = token_figure(usage.tokens, usage.source)  # `~` unless the API counted it
+    held = breaker_until if breaker_until is not None and breaker_until > trigger else None
 
     def result(compact: bool, reason: str) -> CompactionDecision:
         return CompactionDecision(
-            compact=compact, reason=reason, usage=usage, trigger_tokens=trigger, threshold=threshold
+            compact=compact,
+            reason=reason,
+            usage=usage,
+            trigger_tokens=trigger,
+            threshold=threshold,
+            held_until=None if compact else held,
+            held_because=None if compact or held is None else breaker_why,
+            requested=force and compact,
         )
 
     if strategy_none:
@@ -204,20 +227,17 @@ def decide(
     if not safe_boundary:
         return result(False, "a tool_use is waiting for its tool_result: not a safe boundary")
     if message_count < 3:
-        return result(False, f"only {message_count} message(s): nothing worth compacting")
+        if message_count == 0:
+            return result(False, "no messages yet: nothing to compact")
+        return result(False, f"only {plural(message_count, 'message')}: nothing worth compacting")
     if force:
         return result(True, "compaction requested")
+    if held is not None and usage.tokens < held:
+        return result(
+            False,
+            f"circuit breaker: {breaker_why}; waiting until the context passes {held:,} tokens "
+            f"(now {now}; the trigger is {trigger:,})",
+        )
     if usage.tokens < trigger:
         return result(False, f"{now} tokens is below the trigger ({why})")
-    if breaker_until is not None and usage.tokens < breaker_until:
-        return CompactionDecision(
-            compact=False,
-            reason=f"circuit breaker: {breaker_why}; waiting until the context passes "
-            f"{breaker_until:,} tokens (now {now})",
-            usage=usage,
-            trigger_tokens=trigger,
-            threshold=threshold,
-            held_until=breaker_until,
-            held_because=breaker_why,
-        )
     return result(True, f"{now} tokens reached the trigger ({why})")

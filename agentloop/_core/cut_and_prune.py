@@ -17,15 +17,22 @@ from typing import Any
 from agentloop._core.blocks import (
     Block,
     BlockRenderer,
+    is_any_thinking,
     is_media,
     is_server_tool_use,
     is_text,
     is_tool_result,
     is_tool_use,
     media_description,
+    text_block,
     tool_result_text,
 )
-from agentloop._core.messages import ContentBlock, Message, SummaryInfo, latest_request_index
+from agentloop._core.messages import (
+    ContentBlock,
+    Message,
+    SummaryInfo,
+    latest_request_index,
+)
 from agentloop._core.prefix import (
     STATE_OPEN,
     build_prefix,
@@ -326,3 +333,48 @@ def prune_tool_outputs(
             )
         )
     return out
+
+
+THINKING_LEFT_OUT = "[thinking left out at compaction]"
+"""What an assistant message that held only thinking says once its thinking is removed."""
+
+
+def unbound_thinking(
+    parent: Sequence[Message], child: Sequence[Message]
+) -> tuple[list[Message], int]:
+    """``child`` without the thinking an edit of ``parent`` invalidated, and how many blocks
+    were removed (the one rule for every history agentloop edits itself).
+
+    A thinking block is bound to everything before it: from the first message of ``child``
+    that is not ``parent``'s message at the same position, unchanged, every ``thinking`` and
+    ``redacted_thinking`` block goes (removing thinking from the end is no edit, so what
+    stays before that message keeps its thinking). An assistant message left with nothing
+    is dropped when it is the last message, else it says :data:`THINKING_LEFT_OUT`.
+    """
+    first = 0
+    while first < min(len(parent), len(child)) and (parent[first].role, parent[first].content) == (
+        child[first].role,
+        child[first].content,
+    ):
+        first += 1
+    out, removed = list(child[:first]), 0
+    for index in range(first, len(child)):
+        message = child[index]
+        kept = tuple(block for block in message.content if not is_any_thinking(block))
+        if len(kept) == len(message.content):
+            out.append(message)
+            continue
+        removed += len(message.content) - len(kept)
+        if not kept and index == len(child) - 1:
+            continue
+        kept = kept or (dict(text_block(THINKING_LEFT_OUT)),)
+        out.append(replace(message, content=kept, tokens=None, usage=None, counted=None))
+    return out, removed
+
+
+def thinking_note(count: int) -> str:
+    """The compaction's note for thinking blocks :func:`unbound_thinking` removed."""
+    return (
+        f"{count} thinking block(s) left out of the compacted context: they were bound to "
+        "messages the compaction changed (the parent session keeps them)"
+    )

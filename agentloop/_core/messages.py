@@ -29,7 +29,10 @@ from agentloop._core.blocks import (
 )
 from agentloop._errors import MessageValidationError
 
-Role: TypeAlias = Literal["user", "assistant"]
+Role: TypeAlias = Literal["user", "assistant", "system"]
+"""``system``: a mid-conversation system message (the 5.x models read it where it stands:
+after a user turn, before the next reply); never the first message, never merged."""
+ROLES: tuple[Role, ...] = ("user", "assistant", "system")
 ContentBlock: TypeAlias = dict[str, Any]
 """A content block as it travels (the API's JSON object); :mod:`agentloop._core.blocks` types
 each kind and is the one place that tells the kinds apart."""
@@ -52,7 +55,14 @@ class AssistantMessageParam(TypedDict):
     content: Any
 
 
-MessageParam: TypeAlias = UserMessageParam | AssistantMessageParam
+class SystemMessageParam(TypedDict):
+    """A mid-conversation system message as the Messages API takes it (text blocks)."""
+
+    role: Literal["system"]
+    content: Any
+
+
+MessageParam: TypeAlias = UserMessageParam | AssistantMessageParam | SystemMessageParam
 """A message exactly as the Messages API takes it: ``{"role": ..., "content": [...]}``."""
 
 
@@ -186,6 +196,11 @@ class Message:
         return cls("assistant", _blocks(content), usage=usage)
 
     @classmethod
+    def system(cls, content: str | Iterable[ContentBlock]) -> Message:
+        """A mid-conversation system message (text blocks)."""
+        return cls("system", _blocks(content))
+
+    @classmethod
     def from_param(cls, param: Mapping[str, Any] | Any, *, pinned: bool = False) -> Message:
         """A message in the Messages API's shape: a dict (a reply's ``usage`` optional), or
         the SDK's response object (``client.messages.create(...)``'s answer, usage included).
@@ -199,9 +214,9 @@ class Message:
                 "a message must be a dict with 'role' and 'content' (or the SDK's response), "
                 f"not {type(param).__name__}"
             )
-        if role not in ("user", "assistant"):
+        if role not in ROLES:
             raise MessageValidationError(
-                f"message role must be 'user' or 'assistant', not {role!r}"
+                f"message role must be 'user', 'assistant' or 'system', not {role!r}"
             )
         if content is None:
             raise MessageValidationError(f"{role} message without content")
@@ -214,6 +229,8 @@ class Message:
         content = [dict(block) for block in self.content]
         if self.role == "assistant":
             return {"role": "assistant", "content": content}
+        if self.role == "system":
+            return {"role": "system", "content": content}
         param: UserMessageParam = {"role": "user", "content": content}
         return param if self.summary is None else PrefixParam.of(param, self.summary)
 
@@ -264,6 +281,16 @@ class Message:
         """A message in which a person said something (steering beside tool results too)."""
         return any(not is_blank_text(b) for b in self.request_blocks)
 
+    @property
+    def is_compaction_only(self) -> bool:
+        """An assistant message that holds only the API's summary (a compaction block): it
+        opens a history and stands alone (never merged with the turn after it)."""
+        return (
+            self.role == "assistant"
+            and bool(self.content)
+            and all(is_compaction(b) for b in self.content)
+        )
+
 
 def _blocks(content: str | Iterable[ContentBlock] | Any) -> tuple[ContentBlock, ...]:
     if isinstance(content, str):
@@ -295,8 +322,6 @@ def _blocks(content: str | Iterable[ContentBlock] | Any) -> tuple[ContentBlock, 
 # What the API takes back of each block type it answers with: the rest of an SDK object's fields
 # (``parsed_output``, ``caller``...) would be refused as "Extra inputs are not permitted".
 SDK_INPUT_FIELDS: dict[str, tuple[str, ...]] = {
-    # What the API accepts back on input for the blocks it returns: anything else the SDK adds
-    # to its response objects would be refused with "Extra inputs are not permitted".
     "text": ("type", "text", "citations"),
     "tool_use": ("type", "id", "name", "input"),
     "thinking": ("type", "thinking", "signature"),
@@ -327,7 +352,8 @@ def merge_consecutive(messages: Sequence[Message]) -> list[Message]:
     usage). A history whose roles alternate comes back as the same messages."""
     out: list[Message] = []
     for message in messages:
-        if not out or out[-1].role != message.role:
+        alone = message.role == "system" or (out and out[-1].is_compaction_only)
+        if not out or out[-1].role != message.role or alone:
             out.append(message)
             continue
         last = out[-1]
@@ -440,12 +466,15 @@ def latest_user_request(messages: Sequence[Message]) -> Message | None:
 def validate_messages(messages: Sequence[Message], *, allow_pending_tool_use: bool = True) -> None:
     """Raise :class:`MessageValidationError` unless ``messages`` obey the Messages API's rules.
 
-    Rules: non-empty; the first message is from the user; roles alternate; no message has empty
-    content or an empty text block; every tool_use is answered by a tool_result in the very next
-    message, and every tool_result answers a tool_use of the message right before it; tool_use ids
-    are unique. ``allow_pending_tool_use`` permits the last (assistant) message to have tool_use
-    blocks still unanswered, which is the state right before tools run. Errors name the index.
-    """
+    Rules: non-empty; the first message is from the user (or is an assistant message opened by
+    the API's summary, a compaction block); roles alternate (after a compaction-only message
+    either role may follow); no message has empty content or an empty text block; every
+    tool_use is answered by a tool_result in the very next message, and every tool_result
+    answers a tool_use of the message right before it; tool_use ids are unique. A
+    ``system`` message holds text only, follows a user turn (or another system message) and
+    is followed by an assistant turn or ends the history. ``allow_pending_tool_use`` permits
+    the last (assistant) message to have tool_use blocks still unanswered (the state right
+    before tools run). Errors name the index."""
     MessageValidator().validate(messages, allow_pending_tool_use=allow_pending_tool_use)
 
 
@@ -471,7 +500,7 @@ class MessageValidator:
             start = 0
             self._tool_use_ids = set()
         self._checked = 0  # until the new part is known good
-        if start == 0 and messages[0].role != "user":
+        if start == 0 and not _opens(messages[0]):
             raise MessageValidationError("the first message must come from the user")
         for index in range(start, len(messages)):
             _check_message(messages, index, self._tool_use_ids)
@@ -486,12 +515,16 @@ class MessageValidator:
 def _check_message(messages: Sequence[Message], index: int, seen_tool_use_ids: set[str]) -> None:
     message = messages[index]
     where = f"message {index} ({message.role})"
-    if message.role not in ("user", "assistant"):
-        raise MessageValidationError(f"{where}: role must be 'user' or 'assistant'")
-    if index and message.role == messages[index - 1].role:
-        raise MessageValidationError(f"{where}: roles must alternate")
+    if message.role not in ROLES:
+        raise MessageValidationError(f"{where}: role must be 'user', 'assistant' or 'system'")
     if not message.content:
         raise MessageValidationError(f"{where}: content is empty")
+    if index:
+        _check_order(messages[index - 1], message, where)
+    if message.role == "system":
+        if not all(is_text(block) and not is_blank_text(block) for block in message.content):
+            raise MessageValidationError(f"{where}: a system message holds text only")
+        return
     for block in message.content:
         if is_blank_text(block):
             raise MessageValidationError(f"{where}: text block is empty")
@@ -520,6 +553,29 @@ def _check_message(messages: Sequence[Message], index: int, seen_tool_use_ids: s
         raise MessageValidationError(f"{where}: tool_result {orphans[0]} answers no tool_use")
     if len(set(answered)) != len(answered):
         raise MessageValidationError(f"{where}: a tool_use is answered twice")
+
+
+def _opens(message: Message) -> bool:
+    """Whether a history may start with ``message``: a user message, or the API's summary."""
+    if message.role == "user":
+        return True
+    return (
+        message.role == "assistant" and bool(message.content) and is_compaction(message.content[0])
+    )
+
+
+def _check_order(previous: Message, message: Message, where: str) -> None:
+    """The placement rules between two neighbours (see :func:`validate_messages`)."""
+    if message.role == "system":
+        if previous.role not in ("user", "system"):
+            raise MessageValidationError(f"{where}: a system message must follow a user turn")
+    elif previous.role == "system":
+        if message.role != "assistant":
+            raise MessageValidationError(
+                f"{where}: a system message must be followed by an assistant turn"
+            )
+    elif message.role == previous.role and not previous.is_compaction_only:
+        raise MessageValidationError(f"{where}: roles must alternate")
 
 
 def _check_answered(

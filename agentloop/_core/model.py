@@ -16,6 +16,8 @@ from agentloop._core.validation import DEFAULT_MAX_TOKENS
 from agentloop._errors import ModelError
 
 TextCallback = Callable[[str], None]
+EFFORT_LEVELS = ("low", "medium", "high", "xhigh", "max")
+"""The values of ``output_config.effort`` (:attr:`Thinking.effort`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,6 +159,41 @@ class OnDemandCompactingModel(Protocol):
     comes from the Models API's ``capabilities.compaction`` and is cached per model."""
 
     def supports_on_demand_compaction(self, model: str) -> bool: ...
+
+
+@runtime_checkable
+class OutputLimitedModel(Protocol):
+    """A model that knows the most a reply may hold (the Models API's ``max_tokens``): the loop
+    then sends a ``max_tokens`` that leaves room for thinking (see :func:`reply_max_tokens`)."""
+
+    def max_reply_tokens(self, model: str) -> int | None: ...
+
+
+@runtime_checkable
+class ThinkingListener(Protocol):
+    """An ``on_text`` callback that also hears the model's thinking as it streams (the text of
+    ``thinking`` blocks under summarized display; a new block starts with a newline)."""
+
+    def __call__(self, delta: str) -> None: ...
+
+    def on_thinking(self, delta: str) -> None: ...
+
+
+REPLY_FLOOR_TOKENS = 32_000
+"""The ``max_tokens`` a reply gets when the model's own limit is not known: room to think."""
+
+
+def reply_max_tokens(
+    reserve: int, model_cap: int | None, *, window: int | None, context: int | None
+) -> int:
+    """The ``max_tokens`` to send: the model's limit (``model_cap``; 32,000 when unknown), never
+    more than the window leaves beside the current ``context``, never less than ``reserve``
+    (the reply reserve the compaction trigger keeps free, which it stays apart from)."""
+    wanted = model_cap if model_cap is not None else max(reserve, REPLY_FLOOR_TOKENS)
+    if window is not None and context is not None:
+        wanted = min(wanted, window - context)
+    wanted = max(reserve, wanted)
+    return wanted if model_cap is None else min(wanted, model_cap)
 
 
 @runtime_checkable

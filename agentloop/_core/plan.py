@@ -18,6 +18,7 @@ from agentloop._core.context import CompactionDecision
 from agentloop._core.cut_and_prune import carried_items
 from agentloop._core.effects import RunHooks, Steps, perform
 from agentloop._core.messages import Message
+from agentloop._core.preserved_state import with_ledger
 from agentloop._core.results import CompactionPlan
 from agentloop._core.strategy import Budget, Built, Meter, PreviewJob, cut_points
 
@@ -46,6 +47,7 @@ def plan_steps(
         note = "nothing to compact: no safe cut point"
         return CompactionPlan(decision=decision, strategy=NOTHING, note=note)
     hooks = yield from perform(RunHooks(tuple(meter.hooks)))
+    hooks = with_ledger(hooks, msgs, meter.context_window, meter.counter_text)
     scale = _scale(meter, msgs, decision, system, tools)
 
     def job(allowance: int, target: float) -> PreviewJob:

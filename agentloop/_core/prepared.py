@@ -19,9 +19,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentloop._core.api_compaction import (
+    api_instructions,
+    compaction_request,
+    response_block,
+    response_usage,
+)
 from agentloop._core.context import CompactionDecision
 from agentloop._core.cut_and_prune import Split
-from agentloop._core.messages import Message, Usage, is_safe_boundary
+from agentloop._core.messages import ContentBlock, Message, Usage, is_safe_boundary
 from agentloop._core.model import ModelRequest, ModelResponse
 from agentloop._core.settings import CompactionSettings
 from agentloop._core.summary import (
@@ -30,6 +36,7 @@ from agentloop._core.summary import (
     summary_instruction,
     summary_text,
 )
+from agentloop._errors import CompactionFailed
 
 SettingsKey = tuple[object, ...]
 """What a summary depends on besides the messages: the model, the summarizer, instructions."""
@@ -56,6 +63,9 @@ class PreparedSummary:
     key: SettingsKey
     tokens: int
     text: str
+    block: ContentBlock | None = None
+    """The API's compaction block, when the API wrote the summary (on-demand compaction):
+    the swap replaces exactly ``covered`` by it and keeps every turn appended since."""
 
     def fits(self, session_id: str, messages: Sequence[Message], key: SettingsKey) -> str | None:
         """None when this summary may be applied to ``messages``; else why it is stale."""
@@ -101,16 +111,24 @@ class Preparation:
         if isinstance(answer, BaseException):
             self.failed += 1
             return f"the background summary failed ({type(answer).__name__}: {answer})"
-        self.record(answer.usage)
+        on_demand = job.request.compaction is not None
+        self.record(response_usage(answer) if on_demand else answer.usage)
         stale = _stale(job.session_id, job.covered, job.key, session_id, msgs, key)
+        block: ContentBlock | None = None
         try:
-            text = summary_text(answer)
-        except NotASummary as error:
+            if on_demand:  # any stop reason but ``compaction`` is a failure: history kept
+                block = response_block(answer)
+                text = str(block["content"])
+            else:
+                text = summary_text(answer)
+        except (NotASummary, CompactionFailed) as error:
             stale = stale or str(error)
         if stale is not None:
             self.discard(stale)
             return stale
-        self.ready = PreparedSummary(job.session_id, job.covered, job.key, job.tokens, text)
+        self.ready = PreparedSummary(
+            job.session_id, job.covered, job.key, job.tokens, text, block=block
+        )
         return None
 
     def usable(
@@ -171,6 +189,7 @@ def next_job(
     system: str,
     tools: Sequence[dict[str, Any]],
     count_text: Callable[[str], int],
+    on_demand: bool = False,
 ) -> PrepareJob | None:
     """The background summary request due for ``msgs`` now, or None. Due past the early mark
     (``prepare_at`` of the trigger) and below the trigger, once, then again each time
@@ -194,6 +213,20 @@ def next_job(
         if tokens - ready.tokens < trigger * settings.refresh_at:
             return None
         so_far = ready.text
+    if on_demand:  # the API summarizes the history as it stands (see api_compaction.py)
+        max_tokens = max(1024, min(settings.summary_max_tokens, window // 4))
+        if tokens + max_tokens > window:
+            return None
+        request = compaction_request(
+            msgs,
+            model_name=model_name,
+            system=system,
+            tools=tools,
+            max_tokens=max_tokens,
+            instructions=api_instructions(settings.standing_instructions, None),
+            background=True,
+        )
+        return PrepareJob(session_id, tuple(msgs), key, tokens, request)
     max_tokens = max(256, min(settings.summary_max_tokens, window // 4))
     instruction = summary_instruction(
         settings.standing_instructions, updates_previous=True, so_far=so_far

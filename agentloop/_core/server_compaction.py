@@ -33,7 +33,7 @@ from dataclasses import replace
 
 from agentloop._core.blocks import is_compaction
 from agentloop._core.context import CompactionDecision, ContextUsage
-from agentloop._core.cut_and_prune import prune_tool_outputs
+from agentloop._core.cut_and_prune import prune_tool_outputs, unbound_thinking
 from agentloop._core.effects import CountTokens, NewSessionId, ReadClock, Steps, perform
 from agentloop._core.messages import (
     COMPACTION,
@@ -93,7 +93,8 @@ def server_child(
     tail = [Message("assistant", (dict(block), *carried)), replace(last, counted=None)]
     if prune:
         tail = prune_tool_outputs(tail, keep_from=len(tail))
-    return [opening, *tail]
+    # The carried blocks' thinking was bound to the messages the block replaced.
+    return unbound_thinking(parent, [opening, *tail])[0]
 
 
 def server_compaction_steps(

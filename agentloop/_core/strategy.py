@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from agentloop._core.context import CompactionDecision, ContextUsage, breaker_margin
-from agentloop._core.cut_and_prune import Split, assemble, choose_tail_start
+from agentloop._core.cut_and_prune import Split, assemble, choose_tail_start, unbound_thinking
 from agentloop._core.effects import CountTokens, Steps, perform
 from agentloop._core.messages import Message, Usage, validate_messages
 from agentloop._core.model import AsyncModel, Model, ModelRequest, ServerCompaction
@@ -85,6 +85,8 @@ class Measured:
 
     tokens: int
     by_api: bool
+    thinking_removed: int = 0
+    """Thinking blocks the candidate lost to the edit (``cut_and_prune.unbound_thinking``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,6 +142,9 @@ class Built:
     continued: bool = False
     prepared: bool = False
     """Made from the summary prepared in the background."""
+    later: Message | None = None
+    """What the child carries over but could not place yet (it ends with a reply): a system
+    message to append after the next user message (see ``api_compaction.py``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,9 +227,15 @@ class Job:
             request_max_chars=request_chars,
             prune_tail=tighten,
         )
+        return (yield from self.finished(compacted))
+
+    def finished(self, candidate: Sequence[Message]) -> Steps[tuple[list[Message], Measured]]:
+        """A history agentloop edited itself, as it may be sent: without the thinking the edit
+        invalidated (every client-side result passes here), validated and measured."""
+        compacted, removed = unbound_thinking(self.msgs, candidate)
         validate_messages(compacted, allow_pending_tool_use=False)
         measured = yield from self.measure(compacted, self.local(compacted))
-        return compacted, measured
+        return compacted, replace(measured, thinking_removed=removed)
 
     def whole_summary(self) -> Steps[WholeSummary]:
         """The summary of the whole history (see ``whole_summary.py``)."""
@@ -344,6 +355,8 @@ class Strategy(Protocol):
     """False: only a compaction asked for runs here (the API compacts at the trigger)."""
     prepares: bool
     """A summary prepared in the background can stand for this strategy's result."""
+    api_summary: bool
+    """Where the model offers it, the API writes the summary (on-demand compaction)."""
     summarizes: bool
     """Uses the summarizer model (a compacter without one is told so)."""
 
@@ -372,6 +385,7 @@ class BaseStrategy:
     automatic: bool = True
     prepares: bool = False
     summarizes: bool = False
+    api_summary: bool = False
 
     def runs_as(self) -> Strategy:
         return self

@@ -13,6 +13,7 @@ class AutoStrategy(BaseStrategy):
     name = "auto"
     prepares = True
     summarizes = True
+    api_summary = True
 
     def build(self, job: Job) -> Steps[Built | str]:
         pruned = yield from prune_steps(job, settle=True)

@@ -36,7 +36,7 @@ def prune_steps(job: Job, *, settle: bool) -> Steps[Built | None]:
         local = job.local(pruned)
         if settle and job.estimate(pruned, local) > target * 1.2:
             break
-        measured = yield from job.measure(pruned, local)
+        pruned, measured = yield from job.finished(pruned)
         if not settle or measured.tokens <= target:
             result = Built(pruned, measured, "prune", "old tool outputs were pruned")
         if measured.tokens <= target:

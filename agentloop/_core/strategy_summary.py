@@ -16,6 +16,7 @@ class SummarizeStrategy(BaseStrategy):
     name = "summarize"
     prepares = True
     summarizes = True
+    api_summary = True
 
     def build(self, job: Job) -> Steps[Built | str]:
         built: Built = yield from summary_steps(job)

@@ -11,14 +11,12 @@ import asyncio
 import contextlib
 import weakref
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 
 from agentloop._core.context import CompactionDecision
 from agentloop._core.effects import (
     AppendMessages,
     CallModel,
     CreateSession,
-    RunTool,
     SaveTransition,
     Steps,
     perform,
@@ -36,12 +34,9 @@ from agentloop._core.model import (
     Model,
     ModelRequest,
     ModelResponse,
-    ServerCompactingModel,
-    ServerCompaction,
     ServerCompactionUnsupported,
 )
 from agentloop._core.results import CompactionOutcome, CompactionTransition
-from agentloop._core.server_compaction import server_compaction_steps
 from agentloop._core.tool import Tool, tool_definition
 from agentloop._core.validation import DEFAULT_MAX_TOKENS
 from agentloop._errors import (
@@ -49,6 +44,7 @@ from agentloop._errors import (
     IncompleteReplyError,
     PromptTooLongError,
     StoreWriteError,
+    ThinkingBindingError,
 )
 from agentloop._loop.ahead import Ahead
 from agentloop._loop.conversation_compacter import ConversationCompacter, count_within
@@ -57,6 +53,17 @@ from agentloop._loop.events import EventFanOut
 from agentloop._loop.events import LoopEvents as LoopEvents
 from agentloop._loop.events import TurnResult as TurnResult
 from agentloop._loop.fit import Shortened, as_sent, shorten_newest
+from agentloop._loop.server_steps import ServerSteps
+from agentloop._loop.stop_reasons import (
+    CONTEXT_EXCEEDED,
+    PAUSE_TURN,
+    REFUSAL,
+    SessionThinking,
+    StreamedText,
+    TurnRules,
+    cut_tool_use,
+    grown_max_tokens,
+)
 from agentloop._sessions import Lease, SessionError, SessionStore, workspace_key
 
 
@@ -64,11 +71,15 @@ class ContextFullError(AgentloopError):
     """The conversation no longer fits and compaction is disabled or could not help."""
 
 
-class AgentLoop:
+class AgentLoop(TurnRules, ServerSteps):
     """A conversation over the model seam with tools, compaction and (optionally) a store.
 
     With a ``store``, the session is created on its first message, every message is appended
     as it happens, and each compaction continues under a child session saved with its parent.
+
+    ``max_tokens`` is the reply reserve the trigger keeps free; a model that knows its output
+    limit (:class:`~agentloop._core.model.OutputLimitedModel`) gets more, room to think.
+    ``effort``: low … max (None: the model's default); ``drop_block``: see :attr:`thinking`.
     """
 
     def __init__(
@@ -88,7 +99,11 @@ class AgentLoop:
         max_tool_rounds: int = 100,
         events: LoopEvents | None = None,
         context_tools: bool = False,
+        effort: str | None = None,
+        drop_block: bool = False,
     ) -> None:
+        self.thinking = SessionThinking(effort=effort, drop_block=drop_block)
+        """How requests think (``to_metadata()`` goes in the session's metadata: a restart)."""
         self.model = model
         self.model_name = model_name
         self.compacter = compacter
@@ -128,7 +143,10 @@ class AgentLoop:
         self.title = title
         # Ids, clock and hooks: the compacter's wiring, shared, so its injections hold here too.
         wiring = compacter.wiring if compacter is not None else Wiring()
-        self.runtime = Runtime(model=model, store=store, wiring=wiring, on_text=self.events.on_text)
+        on_text = StreamedText(self.events)  # text and thinking as they stream
+        self.runtime = Runtime(model=model, store=store, wiring=wiring, on_text=on_text)
+        self._context_tokens: int | None = None  # measured at the last boundary
+        self._max_tokens_once: int | None = None  # the redo of a reply cut inside a tool call
         self._stored = session_id is not None
         """Whether the session exists in the store (a new one is created on its first message)."""
         self._ahead = None if compacter is None else Ahead(compacter)
@@ -166,28 +184,35 @@ class AgentLoop:
         return self._stored
 
     def run_turn(
-        self, user_input: str | Sequence[ContentBlock], *, pinned: bool = False
+        self,
+        user_input: str | Sequence[ContentBlock],
+        *,
+        pinned: bool = False,
+        then: Sequence[Message] = (),
     ) -> TurnResult:
-        """One user turn: model calls and tool rounds until the assistant stops."""
-        return drive(self._turn_steps(user_input, pinned), self.runtime.perform)
+        """One user turn: model calls and tool rounds until the assistant stops. ``then`` are
+        kept right after the user's message (a mid-conversation system message)."""
+        return drive(self._turn_steps(user_input, pinned, then), self._perform)
 
     async def arun_turn(
-        self, user_input: str | Sequence[ContentBlock], *, pinned: bool = False
+        self,
+        user_input: str | Sequence[ContentBlock],
+        *,
+        pinned: bool = False,
+        then: Sequence[Message] = (),
     ) -> TurnResult:
         """The async form of :meth:`run_turn`; store writes, hooks and tools run in threads."""
-        return await adrive(self._turn_steps(user_input, pinned), self.runtime.aperform)
+        return await adrive(self._turn_steps(user_input, pinned, then), self._aperform)
 
     def compact(self, instructions: str | None = None) -> CompactionOutcome | None:
         """Manual compaction (``/compact [instructions]``); works even when automatic
         compaction is disabled, because the user asked for it. None without a compacter."""
-        return drive(
-            self._compaction_steps(force=True, instructions=instructions), self.runtime.perform
-        )
+        return drive(self._compaction_steps(force=True, instructions=instructions), self._perform)
 
     async def acompact(self, instructions: str | None = None) -> CompactionOutcome | None:
         """The async form of :meth:`compact`."""
         steps = self._compaction_steps(force=True, instructions=instructions)
-        return await adrive(steps, self.runtime.aperform)
+        return await adrive(steps, self._aperform)
 
     def close(self) -> None:
         """Stop the summary being prepared in the background, if any, and join its thread;
@@ -216,6 +241,14 @@ class AgentLoop:
         self._stored = True
         self._local_sum = None
 
+    def start_fresh(self) -> str:
+        """Continue in a new, empty session (``/clear``), created in the store with its first
+        message; the one before stays as it was. Returns the new id."""
+        self.switch(self.runtime.wiring.new_session_id(), [])
+        self._stored = False
+        self.last_transition = None
+        return self.session_id
+
     def request_compaction(self, instructions: str | None = None) -> None:
         """Compact at the next safe boundary (the ``compact_context`` tool calls this)."""
         self._requested = (instructions,)
@@ -231,14 +264,18 @@ class AgentLoop:
     # -- the core, written once --------------------------------------------------------------
 
     def _turn_steps(
-        self, user_input: str | Sequence[ContentBlock], pinned: bool
+        self, user_input: str | Sequence[ContentBlock], pinned: bool, then: Sequence[Message] = ()
     ) -> Steps[TurnResult]:
         self._repair()
         if self._unsaved:
             # A write failed earlier: what it held goes first, or nothing is sent at all.
             yield from self._flush("the store still refuses writes, so this message was not sent")
         message = self._fitting(Message.user(user_input, pinned=pinned))
-        self._keep(message)
+        # What the last compaction carries over but could not place yet goes after it.
+        for kept in [message] if self.compacter is None else self.compacter.carried(message):
+            self._keep(self._counted(kept))
+        for extra in then:
+            self._keep(self._counted(extra))
         try:
             return (yield from self._rounds())
         except StoreWriteError:
@@ -255,17 +292,18 @@ class AgentLoop:
 
     def _rounds(self) -> Steps[TurnResult]:
         result = TurnResult(text="", session_id=self.session_id)
-        emergency_used = retried = False
+        emergency_used = retried = rebound = regrown = paused = False
         shortenings = 0  # of the newest tool results, for requests the API refused
         server_compactions = 0  # in a row, with no reply between them
         for _round in range(self.max_tool_rounds):
             self._check_server_compaction()
-            requested, self._requested = self._requested, None
-            outcome = yield from self._compaction_steps(
-                force=requested is not None, instructions=requested[0] if requested else None
-            )
-            if outcome is not None and outcome.transition is not None:
-                result.transitions.append(outcome.transition)
+            if not paused:  # a paused turn goes on as it is: nothing compacted in between
+                requested, self._requested = self._requested, None
+                outcome = yield from self._compaction_steps(
+                    force=requested is not None, instructions=requested[0] if requested else None
+                )
+                if outcome is not None and outcome.transition is not None:
+                    result.transitions.append(outcome.transition)
             request = self._request()
             try:
                 stored = self.session_id if self._stored else None  # its lease is checked
@@ -278,6 +316,12 @@ class AgentLoop:
                     raise
                 retried = True  # once: what was shown is withdrawn, the request sent again
                 self.events.on_reply_incomplete(str(error))
+                continue
+            except ThinkingBindingError as error:
+                if rebound or self.thinking.drop_block:
+                    raise  # never the same body twice: drop_block was tried
+                rebound = True
+                self._drop_invalid_thinking(str(error))
                 continue
             except PromptTooLongError as error:
                 compacted = emergency_used or not self._compaction_enabled()
@@ -325,83 +369,40 @@ class AgentLoop:
                 result.transitions.append(transition)
                 continue  # the turn goes on in the child
             server_compactions = 0
+            if response.stop_reason == REFUSAL:
+                yield from self._refused(response)
+                result.stop_reason, result.session_id = REFUSAL, self.session_id
+                return result
+            cut = cut_tool_use(response)
+            if cut is not None and response.stop_reason == "max_tokens" and not regrown:
+                # Never run on partial input: the same request once more, with more room.
+                self._max_tokens_once = grown_max_tokens(request.max_tokens, self._room())
+                if self._max_tokens_once is not None:
+                    regrown = True
+                    self.events.on_reply_incomplete(
+                        f"the reply reached max_tokens ({request.max_tokens:,}) inside a tool call"
+                    )
+                    continue
             yield from self._record_reply(response)
             result.stop_reason = response.stop_reason
             if response.text:
                 result.text = response.text
             calls = response.tool_uses
+            paused = response.stop_reason == PAUSE_TURN and not calls
+            if response.stop_reason == CONTEXT_EXCEEDED and self._compaction_enabled():
+                self._requested = self._requested or (None,)  # before the next request
+            if paused:
+                continue  # the paused content goes back as it is
             if not calls:
                 result.session_id = self.session_id
                 return result
-            blocks: list[ContentBlock] = []
-            for call in calls:
-                name = str(call.get("name"))
-                tool_input = dict(call.get("input") or {})
-                self.events.on_tool_call(name, tool_input)
-                tool_result = yield from perform(
-                    RunTool(self.tools.get(name), name, str(call["id"]), tool_input)
-                )
-                self.events.on_tool_result(name, tool_input, tool_result)
-                block: ContentBlock = {
-                    "type": "tool_result",
-                    "tool_use_id": call["id"],
-                    "content": tool_result.content or "(no output)",
-                }
-                if tool_result.is_error:
-                    block["is_error"] = True
-                blocks.append(block)
-                result.tool_calls += 1
-            self._keep(self._counted(Message("user", tuple(blocks))))
+            result.tool_calls += yield from self._tool_round(calls, cut)
         yield from self._flush()
         result.text = (
             result.text + f"\n[stopped after {self.max_tool_rounds} tool rounds in one turn]"
         ).strip()
         result.session_id = self.session_id
         return result
-
-    # -- server-side compaction (strategy "server") ------------------------------------------
-
-    def _server_edit(self) -> ServerCompaction | None:
-        """The edit a request carries when the API is to compact (strategy ``server``)."""
-        return None if self.compacter is None else self.compacter.request_edit()
-
-    def _check_server_compaction(self) -> None:
-        """A model adapter without server-side compaction (a test double, another provider)
-        makes the loop compact locally, once told."""
-        if self._server_edit() is None:
-            return
-        model = self.model
-        if not isinstance(model, ServerCompactingModel):
-            self._fall_back(f"the model adapter {type(model).__name__} does not offer it")
-        elif not model.supports_server_compaction(self.model_name):
-            self._fall_back(f"{self.model_name} does not offer it")
-
-    def _fall_back(self, reason: str) -> None:
-        compacter = self.compacter
-        assert compacter is not None
-        compacter.settings = replace(compacter.settings, strategy="auto")
-        self.events.on_warning(
-            f"server-side compaction is not available: {reason}; compacting locally with "
-            "strategy 'auto' instead"
-        )
-
-    def _server_compacted(
-        self, request: ModelRequest, response: ModelResponse
-    ) -> Steps[CompactionTransition]:
-        """The API paused on a compaction of what ``request`` sent: the child takes its
-        block, the parent stays whole (see ``_core/server_compaction.py``)."""
-        assert self.compacter is not None
-        outcome = yield from server_compaction_steps(
-            self.compacter,
-            session_id=self.session_id,
-            parent=list(self.messages),
-            response=response,
-            request=request,
-        )
-        assert outcome.transition is not None
-        self.events.on_compaction_start(outcome.decision)
-        yield from self._apply(outcome.transition, emergency=False)
-        return outcome.transition
 
     def _fitting(self, message: Message) -> Message:
         """``message`` counted; one that alone does not fit the window is refused before it is
@@ -436,6 +437,7 @@ class AgentLoop:
         decision = compacter.should_compact(
             self.messages, system=self.system, tools=self.tool_definitions, force=force
         )
+        self._context_tokens = decision.usage.tokens
         self.events.on_usage(decision)
         if not decision.compact:
             if ahead is not None and not force:
@@ -458,6 +460,7 @@ class AgentLoop:
             self.events.on_compaction_skipped(outcome.explanation)
             return outcome
         yield from self._apply(outcome.transition, emergency=emergency)
+        self._context_tokens = outcome.transition.summary.tokens_after
         return outcome
 
     # -- state changes -----------------------------------------------------------------------
@@ -481,7 +484,7 @@ class AgentLoop:
                 for tool_id in pending
             )
             self._keep(self._counted(Message("user", answers)))
-        if self.messages[-1].role == "user":
+        if self.messages[-1].role in ("user", "system"):
             closing = Message.assistant("[no reply: the previous turn was interrupted or failed]")
             self._keep(self._counted(closing))
 
@@ -504,10 +507,15 @@ class AgentLoop:
 
     def _keep(self, message: Message) -> None:
         """Add to the history; the store gets it with the next reply (one transaction)."""
-        self.messages.append(message)
         self._pending.append(message)
+        self._context_tokens = None  # measured again when needed
         if self._local_sum is not None and self.compacter is not None:
             self._local_sum += self.compacter.count(message)
+        if self.messages and self.messages[-1].role == "assistant" == message.role:
+            # A paused turn goes on: one turn for the API (it joins them), two records stored.
+            self.messages[-1:] = merge_consecutive([self.messages[-1], message])
+        else:
+            self.messages.append(message)
 
     def _flush(self, what: str = "what was said since the last save was not saved") -> Steps[None]:
         """Store what was kept since the last write, creating the session on its first. A
@@ -575,9 +583,10 @@ class AgentLoop:
             messages=messages,
             system=self.system,
             tools=tuple(self.tool_definitions),
-            max_tokens=self.max_tokens,
+            max_tokens=self._reply_tokens(),
             metadata={"purpose": "conversation"},
             server_compaction=edit,
+            thinking=self.thinking.request_thinking(),
         )
 
     def _shorten_newest(self, error: PromptTooLongError) -> bool:

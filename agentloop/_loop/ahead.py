@@ -51,16 +51,25 @@ class Ahead:
     def before_compaction(
         self, session_id: str, messages: Sequence[Message], decision: CompactionDecision
     ) -> Steps[None]:
-        """At the trigger: wait for the request in flight unless a ready summary is close
-        enough to the present (never a second request)."""
+        """At the trigger: wait for the request in flight only when no ready summary is
+        usable (nobody waits for a refresh: what is in flight is then discarded when it
+        comes back, counted); never a second request."""
         if self.job is None:
             return
         ready = self.compacter.prepared
         key = self.compacter.prepare_key()
         if ready is not None and ready.fits(session_id, messages, key) is not None:
             ready = None
-        behind = decision.usage.tokens - ready.tokens if ready is not None else None
-        if behind is None or behind > decision.trigger_tokens * CLOSE_ENOUGH:
+        if ready is None:
+            yield from self.collect(session_id, messages, wait=True)
+            return
+        # The child of the ready summary: the summary and what came after what it covers.
+        behind = decision.usage.tokens - ready.tokens
+        child = behind + self.compacter.counter_text(ready.text)
+        trigger = decision.trigger_tokens
+        # The API's summary is usable while the child saves what a compaction must.
+        limit = trigger * 0.75 if ready.block is not None else trigger // 2
+        if behind > trigger * CLOSE_ENOUGH and child > limit:
             yield from self.collect(session_id, messages, wait=True)
 
     def maybe_start(

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
+from agentloop._core.api_compaction import accepts_system_messages
 from agentloop._core.compaction_core import CompactionCore, CompactionSettings
 from agentloop._core.context import Calibrator, CompactionDecision, TokenCounter
 from agentloop._core.effects import CallModel, Steps, perform
@@ -156,6 +158,7 @@ class ConversationCompacter(CompactionCore):
             system=system,
             tools=tools,
             count_text=self.counter_text,
+            on_demand=self.strategy.runs_as().api_summary and self.api_summary_available(),
         )
         if job is not None:
             self.preparation.started += 1
@@ -172,6 +175,19 @@ class ConversationCompacter(CompactionCore):
         not (it failed, is no summary, or what it covers changed: counted as discarded)."""
         msgs = self.messages_of(messages)
         return self.preparation.accept(job, answer, session_id, msgs, self.prepare_key())
+
+    def carried(self, message: Message) -> list[Message]:
+        """``message`` (a new user message) and what the newest compaction carries over but
+        could not place when it ran (its child ended with a reply: ``/compact`` between
+        turns): a system message after it, or, on a model without them, a text block at its
+        end. Just ``[message]`` when nothing waits; what waited is placed once."""
+        later, self.later = self.later, None
+        if later is None or message.role != "user":
+            self.later = later
+            return [message]
+        if accepts_system_messages(self.model_name):
+            return [message, later]
+        return [replace(message, content=(*message.content, *later.content), tokens=None)]
 
     def discard_prepared(self, reason: str) -> None:
         """Throw the prepared summary (and what was spent on it) away, counted."""

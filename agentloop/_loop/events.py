@@ -32,6 +32,10 @@ class LoopEvents:
     def on_text(self, delta: str) -> None:
         """A streamed piece of the assistant's reply."""
 
+    def on_thinking(self, delta: str) -> None:
+        """A streamed piece of the model's thinking (summarized display); a newline opens each
+        thinking block after the first of a reply."""
+
     def on_usage(self, decision: CompactionDecision) -> None:
         """Context usage measured at a safe boundary, with the compaction decision."""
 
@@ -76,6 +80,10 @@ class EventFanOut(LoopEvents):
     def on_text(self, delta: str) -> None:
         for listener in self._listeners:
             listener.on_text(delta)
+
+    def on_thinking(self, delta: str) -> None:
+        for listener in self._listeners:
+            listener.on_thinking(delta)
 
     def on_usage(self, decision: CompactionDecision) -> None:
         for listener in self._listeners:

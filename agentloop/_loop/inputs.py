@@ -106,7 +106,7 @@ class Inputs:
     def _merged(self, messages: Sequence[Message]) -> Sequence[Message]:
         start = _grown_from(self._merged_seen, messages)
         repeats = any(
-            messages[index].role == messages[index - 1].role
+            _joins(messages[index - 1], messages[index])
             for index in range(max(start, 1), len(messages))
         )
         if messages:
@@ -118,7 +118,7 @@ class Inputs:
         index = 0
         while index < len(messages):
             end = index + 1
-            while end < len(messages) and messages[end].role == messages[index].role:
+            while end < len(messages) and _joins(messages[end - 1], messages[end]):
                 end += 1
             run = tuple(messages[index:end])
             if len(run) == 1:
@@ -133,6 +133,13 @@ class Inputs:
             index = end
         self._merges = merges
         return out
+
+
+def _joins(previous: Message, message: Message) -> bool:
+    """Whether the API combines ``message`` with ``previous`` into one turn (the API's summary
+    and system messages stand alone)."""
+    alone = message.role == "system" or previous.is_compaction_only
+    return message.role == previous.role and not alone
 
 
 def _unchanged(seen: tuple[Sequence[Any], int, object], items: Sequence[Any]) -> bool:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar
 
 from agentloop import (
+    AnthropicModel,
     AsyncModel,
     Calibration,
     CompactionSettings,
@@ -28,6 +29,8 @@ from agentloop import (
     ConversationCompacter,
     Message,
     Model,
+    ModelRequest,
+    ModelResponse,
     PreservedStateHook,
     as_messages,
 )
@@ -41,7 +44,11 @@ from agentloop._sessions import (
 
 F = TypeVar("F")
 """A framework's message type."""
-Role = Literal["user", "assistant"]
+Role = Literal["user", "assistant", "system"]
+ROLE_KEY = "role"
+"""A stored record's metadata key marking a mid-conversation system message (the store keeps
+user and assistant records: such a message is a ``user`` record marked ``system``, as the
+agent's own sessions keep it)."""
 MAX_CONVERSATIONS = 64
 """Conversations (threads) an integration follows at once; the least recently used is let go
 (its sessions stay in the store, and it resumes from there)."""
@@ -62,22 +69,31 @@ class Mirror(Generic[F]):
         self,
         role: Callable[[F], Role | None],
         convert: Callable[[Sequence[F], bool], Message],
+        alone: Callable[[F], bool] = lambda item: False,
     ) -> None:
         self._role = role
         self._convert = convert
+        self._alone = alone
         self._cache: dict[tuple[int, ...], Group[F]] = {}
 
     def groups(self, items: Sequence[F]) -> list[Group[F]]:
-        """``items`` grouped and converted (a role of None, a system message, is skipped)."""
+        """``items`` grouped and converted. A role of None is skipped, and so are system
+        messages before anything else (the system prompt, which the request carries apart);
+        a system message later is one of the conversation. An item ``alone`` (a summary block
+        of the API's, a system message) is never grouped with its neighbours, as agentloop
+        keeps it."""
         runs: list[tuple[Role, list[F]]] = []
+        single = False
         for item in items:
             role = self._role(item)
-            if role is None:
+            if role is None or (role == "system" and not runs):
                 continue
-            if runs and runs[-1][0] == role:
+            alone = role == "system" or self._alone(item)
+            if runs and runs[-1][0] == role and not alone and not single:
                 runs[-1][1].append(item)
             else:
                 runs.append((role, [item]))
+            single = alone
         cache: dict[tuple[int, ...], Group[F]] = {}
         out: list[Group[F]] = []
         for index, (_role, sources) in enumerate(runs):
@@ -126,7 +142,7 @@ class Conversation:
 
     # -- measuring ---------------------------------------------------------------------------
 
-    def ready(self, facts: ModelFacts, summarizer: Callable[[], Model | AsyncModel]) -> None:
+    def ready(self, facts: ModelFacts, summarizer: Callable[[], AnthropicModel]) -> None:
         """Build the compacter on the first request, from the framework's model."""
         if self.compacter is not None:
             return
@@ -137,7 +153,7 @@ class Conversation:
         self.compacter = ConversationCompacter(
             model_name=facts.name,
             context_window=window,
-            model=owner.summarizer or summarizer(),
+            model=owner.summarizer or ClientSummaries(summarizer()),
             max_output_tokens=min(output, window // 2),
             settings=owner.settings,
             calibration=Calibration(),
@@ -264,14 +280,45 @@ class Conversation:
         return self.compacter.model_name if self.compacter is not None else "unknown"
 
 
+class ClientSummaries:
+    """The framework's model as agentloop's summarizer, with agentloop writing the summaries
+    (never the API's on-demand compaction).
+
+    The framework sends the conversation's requests, each in its own rendering of the history
+    (``is_error: false`` on every tool result, tool output as text blocks...); the API binds
+    every thinking block to the exact bytes it followed, and an on-demand compaction request
+    renders the history as agentloop does, so kept thinking would no longer match. agentloop's
+    own summary replays no thinking, and the child carries none that it invalidated."""
+
+    def __init__(self, model: AnthropicModel) -> None:
+        self.model = model
+
+    def complete(
+        self, request: ModelRequest, on_text: Callable[[str], None] | None = None
+    ) -> ModelResponse:
+        return self.model.complete(request, on_text)
+
+    async def acomplete(
+        self, request: ModelRequest, on_text: Callable[[str], None] | None = None
+    ) -> ModelResponse:
+        return await self.model.acomplete(request, on_text)
+
+    def count_tokens(self, request: ModelRequest) -> int:
+        return self.model.count_tokens(request)
+
+
 def record(message: Message) -> NewMessage:
     """A message as the store keeps it."""
+    metadata: dict[str, Any] = {"pinned": True} if message.pinned else {}
+    role = message.role
+    if role == "system":
+        metadata[ROLE_KEY], role = "system", "user"
     return NewMessage(
-        role=message.role,
+        role=role,
         content=[dict(block) for block in message.content],
         token_estimate=message.tokens,
         usage=None if message.usage is None else message.usage.to_dict(),
-        metadata={"pinned": True} if message.pinned else {},
+        metadata=metadata,
     )
 
 
@@ -338,5 +385,12 @@ class Engine:
     def _load(self, session_id: str) -> list[Message]:
         assert self.store is not None
         stored = self.store.get_messages(session_id)
-        params = [{"role": m.role, "content": list(m.content), "usage": m.usage} for m in stored]
+        params = [
+            {
+                "role": "system" if m.metadata.get(ROLE_KEY) == "system" else m.role,
+                "content": list(m.content),
+                "usage": m.usage,
+            }
+            for m in stored
+        ]
         return as_messages(params) if params else []

@@ -126,7 +126,7 @@ class CompactionMiddleware(AgentMiddleware[CompactionState, Any, Any]):
             workspace=workspace,
             title=title,
         )
-        self._mirror: Mirror[BaseMessage] = Mirror(_role, _to_message)
+        self._mirror: Mirror[BaseMessage] = Mirror(_role, _to_message, _alone)
         self._tools: dict[int, tuple[object, dict[str, Any]]] = {}
         self.session_id: str | None = session_id
         """The current session of the conversation that made the latest request."""
@@ -162,8 +162,7 @@ class CompactionMiddleware(AgentMiddleware[CompactionState, Any, Any]):
             step.conversation.session_id, step.messages, system=step.system, tools=step.tools
         )
         compacted = self._compacted(step, transition)
-        sent = request if compacted is None else request.override(messages=compacted)
-        response = await handler(sent)
+        response = await handler(_sent(request, compacted))
         if transition is not None:
             await asyncio.to_thread(step.conversation.commit, step.messages, transition)
         return self._result(step, compacted, response)
@@ -216,8 +215,7 @@ class CompactionMiddleware(AgentMiddleware[CompactionState, Any, Any]):
         handler: Callable[[ModelRequest[Any]], ModelResponse[Any]],
     ) -> ModelResponse[Any] | ExtendedModelResponse[Any]:
         compacted = self._compacted(step, transition)
-        sent = request if compacted is None else request.override(messages=compacted)
-        response = handler(sent)
+        response = handler(_sent(request, compacted))
         # Committed once the compacted request was answered: a failed call leaves the state,
         # and so the store, as they were.
         if transition is not None:
@@ -286,11 +284,38 @@ def _role(message: BaseMessage) -> Role | None:
     if isinstance(message, AIMessage):
         return "assistant"
     if isinstance(message, SystemMessage):
-        return None
+        return "system"  # in the state's messages: one of the conversation
     return "user"
 
 
+def _alone(message: BaseMessage) -> bool:
+    """An assistant message holding only the API's summary opens the history on its own."""
+    content = message.content
+    return (
+        isinstance(message, AIMessage)
+        and isinstance(content, list)
+        and bool(content)
+        and all(isinstance(b, dict) and b.get("type") == COMPACTION for b in content)
+    )
+
+
+def _sent(request: ModelRequest[Any], compacted: list[AnyMessage] | None) -> ModelRequest[Any]:
+    """The request as it goes out: the compacted history, and the API's compaction beta on
+    every request whose history holds one of its summary blocks (LangChain does not add it)."""
+    messages = request.messages if compacted is None else compacted
+    if not any(_alone(m) for m in messages):
+        return request if compacted is None else request.override(messages=compacted)
+    settings = dict(request.model_settings)
+    model_betas = getattr(request.model, "betas", None) or []
+    betas = [*model_betas, *(settings.get("betas") or [])]
+    settings["betas"] = [*dict.fromkeys([*betas, COMPACTION_BETA])]
+    return request.override(messages=messages, model_settings=settings)
+
+
 def _to_message(sources: Sequence[BaseMessage], first: bool) -> Message:
+    if isinstance(sources[0], SystemMessage):
+        texts = [b for source in sources for b in _blocks(source.content) if b["type"] == "text"]
+        return Message.system(texts or [_PLACEHOLDER])
     if isinstance(sources[0], AIMessage):
         blocks: list[dict[str, Any]] = []
         usage: Usage | None = None
@@ -311,6 +336,13 @@ def _to_message(sources: Sequence[BaseMessage], first: bool) -> Message:
 
 
 _PLACEHOLDER: dict[str, Any] = {"type": "text", "text": "(empty)"}
+_THINKING_FIELDS = {
+    "thinking": ("type", "thinking", "signature"),
+    "redacted_thinking": ("type", "data"),
+}
+COMPACTION = "compaction"
+COMPACTION_BETA = "compact-2026-09-04"
+"""The API's beta for on-demand compaction, needed on every request that carries its block."""
 
 
 def _blocks(content: str | list[str | dict[Any, Any]]) -> list[dict[str, Any]]:
@@ -377,16 +409,13 @@ def _ai_blocks(message: AIMessage) -> list[dict[str, Any]]:
             out.append(
                 {"type": "tool_use", "id": tool_id, "name": item.get("name"), "input": tool_input}
             )
-        elif kind == "thinking":
-            out.append(
-                {
-                    "type": "thinking",
-                    "thinking": item.get("thinking", ""),
-                    "signature": item.get("signature", ""),
-                }
-            )
-        elif kind == "redacted_thinking":
-            out.append({"type": "redacted_thinking", "data": item.get("data", "")})
+        elif kind in ("thinking", "redacted_thinking"):
+            # Verbatim (empty text and all): its signature binds it to what came before it.
+            fields = _THINKING_FIELDS[kind]
+            kept = {k: v for k, v in item.items() if k in fields}
+            if kind == "thinking":
+                kept.setdefault("thinking", "")
+            out.append(kept)
         elif kind in ("tool_call", "tool_call_chunk", "input_json_delta", "reasoning"):
             continue  # LangChain's own shapes: the tool calls come from ``tool_calls`` below
         else:
@@ -472,6 +501,8 @@ def _summarizer(model: object) -> AnthropicModel:
 
 
 def _from_message(message: Message) -> list[AnyMessage]:
+    if message.role == "system":
+        return [SystemMessage(content=[dict(b) for b in message.content])]
     if message.role == "assistant":
         calls = [
             {"name": str(b["name"]), "args": dict(b.get("input") or {}), "id": str(b["id"])}

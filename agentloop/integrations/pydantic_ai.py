@@ -28,6 +28,7 @@ import anthropic
 from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.messages import (
     BinaryContent,
+    CompactionPart,
     ImageUrl,
     ModelMessage,
     ModelRequest,
@@ -100,7 +101,7 @@ class Compaction(AbstractCapability[Any]):
             workspace=workspace,
             title=title,
         )
-        self._mirror: Mirror[ModelMessage] = Mirror(_role, _to_message)
+        self._mirror: Mirror[ModelMessage] = Mirror(_role, _to_message, _alone)
         self.session_id: str | None = session_id
         """The current session of the conversation that made the latest request."""
 
@@ -145,15 +146,16 @@ class Compaction(AbstractCapability[Any]):
             messages = [group.message for group in groups]
             conversation.reconcile(messages)
         parameters = request_context.model_request_parameters
+        # What pydantic-ai sends as ``system``: the instructions and the opening system prompt
+        # parts of the first request (a system prompt part later is a message of its own).
+        opening = history[0].parts if history and isinstance(history[0], ModelRequest) else ()
+        leading: list[str] = []
+        for part in opening:
+            if not isinstance(part, SystemPromptPart):
+                break
+            leading.append(part.content)
         system = "\n\n".join(
-            [part.content for part in parameters.instruction_parts or ()]
-            + [
-                part.content
-                for message in history
-                if isinstance(message, ModelRequest)
-                for part in message.parts
-                if isinstance(part, SystemPromptPart)
-            ]
+            [part.content for part in parameters.instruction_parts or ()] + leading
         )
         tools = [
             {
@@ -254,11 +256,29 @@ def _role(message: ModelMessage) -> Role | None:
     if isinstance(message, ModelResponse):
         return "assistant"
     if all(isinstance(part, SystemPromptPart) for part in message.parts):
-        return None
+        return "system"  # the opening one (the system prompt) is left out by the mirror
     return "user"
 
 
+def _alone(message: ModelMessage) -> bool:
+    """A response holding only the API's summary opens the history on its own."""
+    return (
+        isinstance(message, ModelResponse)
+        and bool(message.parts)
+        and all(isinstance(part, CompactionPart) for part in message.parts)
+    )
+
+
 def _to_message(sources: Sequence[ModelMessage], first: bool) -> Message:
+    if _role(sources[0]) == "system":
+        texts = [
+            {"type": "text", "text": part.content}
+            for source in sources
+            if isinstance(source, ModelRequest)
+            for part in source.parts
+            if isinstance(part, SystemPromptPart) and part.content.strip()
+        ]
+        return Message.system(texts or [_PLACEHOLDER])
     if isinstance(sources[0], ModelResponse):
         blocks: list[dict[str, Any]] = []
         usage: Usage | None = None
@@ -298,6 +318,7 @@ def _to_message(sources: Sequence[ModelMessage], first: bool) -> Message:
 
 
 _PLACEHOLDER: dict[str, Any] = {"type": "text", "text": "(empty)"}
+_PROVIDER = "anthropic"
 
 
 def _user_blocks(content: str | Sequence[Any]) -> list[dict[str, Any]]:
@@ -334,8 +355,24 @@ def _response_blocks(parts: Sequence[ModelResponsePart]) -> list[dict[str, Any]]
                 }
             )
         elif isinstance(part, ThinkingPart) and part.signature:
-            out.append({"type": "thinking", "thinking": part.content, "signature": part.signature})
+            # As pydantic-ai sends it back: verbatim, redacted thinking as itself.
+            if part.id in _REDACTED_IDS:
+                out.append({"type": "redacted_thinking", "data": part.signature})
+            else:
+                out.append(
+                    {"type": "thinking", "thinking": part.content, "signature": part.signature}
+                )
+        elif isinstance(part, CompactionPart) and part.provider_name is not None:
+            details = part.provider_details or {}
+            block: dict[str, Any] = {"type": "compaction", "content": part.content}
+            for key in ("signature", "encrypted_content"):
+                if details.get(key) is not None:
+                    block[key] = details[key]
+            out.append(block)
     return out
+
+
+_REDACTED_IDS = frozenset({"redacted_thinking", "redacted_content"})
 
 
 def _usage(usage: RequestUsage) -> Usage | None:
@@ -357,6 +394,8 @@ def _usage(usage: RequestUsage) -> Usage | None:
 
 
 def _from_message(message: Message, names: dict[str, str], model: str) -> ModelMessage:
+    if message.role == "system":
+        return ModelRequest(parts=[SystemPromptPart(content=message.text)])
     if message.role == "assistant":
         parts: list[ModelResponsePart] = []
         for block in message.content:
@@ -376,10 +415,32 @@ def _from_message(message: Message, names: dict[str, str], model: str) -> ModelM
                     ThinkingPart(
                         content=str(block.get("thinking", "")),
                         signature=str(block.get("signature", "")) or None,
-                        provider_name="anthropic",
+                        provider_name=_PROVIDER,
                     )
                 )
-        return ModelResponse(parts=parts, model_name=model)
+            elif kind == "redacted_thinking":
+                parts.append(
+                    ThinkingPart(
+                        content="",
+                        id="redacted_thinking",
+                        signature=str(block.get("data", "")),
+                        provider_name=_PROVIDER,
+                    )
+                )
+            elif kind == "compaction":
+                details = {
+                    key: block[key]
+                    for key in ("signature", "encrypted_content")
+                    if block.get(key) is not None
+                }
+                parts.append(
+                    CompactionPart(
+                        content=block.get("content"),
+                        provider_name=_PROVIDER,
+                        provider_details=details or None,
+                    )
+                )
+        return ModelResponse(parts=parts, model_name=model, provider_name=_PROVIDER)
     request_parts: list[ModelRequestPart] = []
     texts: list[str] = []
     for block in message.content:

@@ -28,6 +28,7 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from fake_api import signing
 from fake_api.replies import Reply, ReplySpec, invalid_request
 
 if TYPE_CHECKING:
@@ -78,7 +79,12 @@ def compaction_problems(body: Any, beta_header: str | None) -> list[str]:
     management = body.get("context_management")
     if management is not None:
         problems.extend(_management_problems(management))
-    blocks = list(_compaction_blocks(body.get("messages")))
+    # On-demand blocks (our signature) answer to their own beta and rules: ondemand.py.
+    blocks = [
+        (where, block)
+        for where, block in _compaction_blocks(body.get("messages"))
+        if not signing.looks_signed(block.get("signature"))
+    ]
     for where, block in blocks:
         content, encrypted = block.get("content"), block.get("encrypted_content")
         if content == "":
@@ -177,8 +183,13 @@ def compaction_reply(fake: FakeAnthropicServer, body: dict[str, Any]) -> ReplySp
     )
 
 
-def _block(messages: Sequence[Any]) -> dict[str, Any]:
-    """A deterministic summary of ``messages``: the user requests, oldest first."""
+def summary_requests(messages: Sequence[Any]) -> list[str]:
+    """The user requests a summary of ``messages`` lists (from the last compaction block on,
+    that block's own list first), oldest first, each once."""
+    return _requests(visible_messages(messages))
+
+
+def _requests(messages: Sequence[Any]) -> list[str]:
     requests: list[str] = []
     for message in messages:
         content = message.get("content") if isinstance(message, dict) else None
@@ -191,7 +202,12 @@ def _block(messages: Sequence[Any]) -> dict[str, Any]:
                 requests.extend(line[2:] for line in earlier if line.startswith("- "))
             elif message.get("role") == "user" and block.get("type") == "text":
                 requests.append(" ".join(str(block.get("text", "")).split())[:_REQUEST_CHARS])
-    unique = list(dict.fromkeys(r for r in requests if r))
+    return list(dict.fromkeys(r for r in requests if r))
+
+
+def _block(messages: Sequence[Any]) -> dict[str, Any]:
+    """A deterministic summary of ``messages``: the user requests, oldest first."""
+    unique = _requests(messages)
     content = "\n".join(
         [f"Summary by the server of {len(messages)} messages. The user asked:"]
         + [f"- {request}" for request in unique]
@@ -208,6 +224,8 @@ def _block(messages: Sequence[Any]) -> dict[str, Any]:
 def stream_parts(block: Mapping[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """How a compaction block streams: its start (the signature), then one
     ``compaction_delta`` with the content, as the SDK accumulates it."""
+    if signing.looks_signed(block.get("signature")):  # on-demand: the whole block at once
+        return dict(block), []
     start = {"type": "compaction", "content": None, "signature": block.get("signature")}
     delta = {
         "type": "compaction_delta",

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from fake_api import signing
 from fake_api.media import IMAGE_TOKEN_CAP, decode_base64, image_tokens, pdf_pages, sniff_image
 
 if TYPE_CHECKING:
@@ -84,8 +85,8 @@ def block_tokens(block: Any, prices: MediaPrices | None) -> Tally:
             for inner in content:
                 tally.add(block_tokens(inner, prices))
         return tally
-    if kind == "thinking":
-        return Tally(text_tokens(str(block.get("thinking", ""))))
+    if kind in ("thinking", "redacted_thinking"):
+        return _thinking_cost(block)
     if kind == "compaction":  # the summary is what the model reads
         return Tally(text_tokens(str(block.get("content") or "")))
     if prices is not None and kind == "image":
@@ -93,6 +94,18 @@ def block_tokens(block: Any, prices: MediaPrices | None) -> Tally:
     if prices is not None and kind == "document":
         return _document_cost(block, prices)
     return Tally(json_tokens(without_cache_control(block)))
+
+
+def _thinking_cost(block: Mapping[str, Any]) -> Tally:
+    """Our own signed thinking costs its hidden figure (not tokenized, so not scaled); any
+    other thinking block its text."""
+    key = "data" if block.get("type") == "redacted_thinking" else "signature"
+    payload = signing.read(block.get(key))
+    if payload is not None and isinstance(payload.get("tokens"), int):
+        return Tally(0, payload["tokens"])
+    if block.get("type") == "redacted_thinking":
+        return Tally(json_tokens(without_cache_control(block)))
+    return Tally(text_tokens(str(block.get("thinking", ""))))
 
 
 def _image_cost(source: Any, prices: MediaPrices) -> int:

@@ -27,6 +27,8 @@ def stream_events(message: dict[str, Any], chunk_chars: int) -> Iterator[Event]:
     """The server-sent events of ``message``, its text and JSON in ``chunk_chars`` pieces."""
     usage = message["usage"]
     start = dict(message, content=[], stop_reason=None, stop_sequence=None)
+    if "stop_details" in start:
+        start["stop_details"] = None  # a refusal's come with the stop reason
     start["usage"] = dict(usage, output_tokens=1)
     yield "message_start", {"type": "message_start", "message": start}
     yield "ping", {"type": "ping"}
@@ -36,7 +38,11 @@ def stream_events(message: dict[str, Any], chunk_chars: int) -> Iterator[Event]:
         "message_delta",
         {
             "type": "message_delta",
-            "delta": {"stop_reason": message["stop_reason"], "stop_sequence": None},
+            "delta": {
+                "stop_reason": message["stop_reason"],
+                "stop_sequence": None,
+                "stop_details": message.get("stop_details"),
+            },
             "usage": dict(usage),  # cumulative totals, as the API sends them
         },
     )

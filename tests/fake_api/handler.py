@@ -12,11 +12,18 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 
-from fake_api.cache import cache_problems
-from fake_api.compaction import compaction_problems, compaction_reply
+from fake_api.compaction import compaction_reply
 from fake_api.faults import send_json, send_stream, stream_events
-from fake_api.replies import ErrorReply, Reply, api_error, invalid_request, prompt_too_long
-from fake_api.rules import check_request
+from fake_api.gate import Admitted, admit
+from fake_api.ondemand import summarize
+from fake_api.replies import (
+    ErrorReply,
+    Reply,
+    ReplySpec,
+    api_error,
+    invalid_request,
+    prompt_too_long,
+)
 
 if TYPE_CHECKING:
     from fake_api.server import FakeAnthropicServer
@@ -99,11 +106,10 @@ class RequestHandler(BaseHTTPRequestHandler):
             headers.setdefault("x-should-retry", "false")
         elif error.status in _RETRYABLE and self.fake.retry_after_ms is not None:
             headers.setdefault("retry-after-ms", str(self.fake.retry_after_ms))
-        payload = {
-            "type": "error",
-            "error": {"type": error.error_type, "message": error.message},
-            "request_id": self.fake._new_id("req"),
-        }
+        detail: dict[str, Any] = {"type": error.error_type, "message": error.message}
+        if error.error_code is not None:
+            detail["details"] = {"error_code": error.error_code}
+        payload = {"type": "error", "error": detail, "request_id": self.fake._new_id("req")}
         self._send_json(error.status, payload, headers)
 
     def _read_body(self) -> tuple[bool, Any] | None:
@@ -157,15 +163,16 @@ class RequestHandler(BaseHTTPRequestHandler):
             self.fake._violation(f"request {number}: GET of unknown path {path}")
             self._send_error(ErrorReply(404, "not_found_error", "Not Found"))
 
-    def _refuse_invalid(self, number: int, body: Any, *, count_tokens: bool = False) -> bool:
-        problems = check_request(body, count_tokens=count_tokens)
-        problems += compaction_problems(body, self.headers.get("anthropic-beta"))
-        problems += cache_problems(body)
-        for problem in problems:
-            self.fake._violation(f"request {number}: {problem}")
-        if problems:
-            self._send_error(invalid_request(problems[0]))
-        return bool(problems)
+    def _admit(self, number: int, body: Any, *, count_tokens: bool = False) -> Admitted | None:
+        """The request as the model reads it, or None when it was refused (and answered)."""
+        outcome = admit(
+            self.fake, body, self.headers.get("anthropic-beta"), count_tokens=count_tokens
+        )
+        if isinstance(outcome, Admitted):
+            return outcome
+        self.fake._refused(number, outcome.problems)
+        self._send_error(outcome.error)
+        return None
 
     def _refuse_too_long(self, body: dict[str, Any]) -> bool:
         window = self.fake.context_window
@@ -178,9 +185,14 @@ class RequestHandler(BaseHTTPRequestHandler):
         return True
 
     def _messages(self, number: int, body: Any) -> None:
-        if self._refuse_invalid(number, body) or self._refuse_too_long(body):
+        admitted = self._admit(number, body)
+        if admitted is None or self._refuse_too_long(admitted.effective):
             return
-        reply = compaction_reply(self.fake, body) or self.fake._next_reply(body)
+        effective = admitted.effective
+        if "compaction" in effective:
+            reply: ReplySpec | None = summarize(self.fake, effective)
+        else:
+            reply = compaction_reply(self.fake, effective) or self.fake._next_reply(body)
         if reply is None:
             self.fake._violation(f"request {number}: no scripted reply left for this request")
             self._send_error(api_error("the fake API has no scripted reply"), retryable=False)
@@ -188,7 +200,7 @@ class RequestHandler(BaseHTTPRequestHandler):
         if isinstance(reply, ErrorReply):
             self._send_error(reply)
             return
-        message = self.fake._message_json(body, reply)
+        message = self.fake._message_json(body, reply, admitted)
         if reply.delay:
             time.sleep(reply.delay)
         if reply.fault is not None or reply.framing != "close":
@@ -249,19 +261,21 @@ class RequestHandler(BaseHTTPRequestHandler):
         )
 
     def _count_tokens(self, number: int, body: Any) -> None:
-        if self._refuse_invalid(number, body, count_tokens=True):
+        admitted = self._admit(number, body, count_tokens=True)
+        if admitted is None:
             return
         if self.fake.count_tokens_error is not None:
             self._send_error(self.fake.count_tokens_error)
             return
-        self._send_json(200, {"input_tokens": self.fake.count_input_tokens(body)})
+        counted = self.fake.count_input_tokens(admitted.effective)
+        self._send_json(200, {"input_tokens": counted})
 
     def _models(self, model_id: str) -> None:
         if self.fake.models_unavailable:
             self._send_error(api_error("the Models API is unavailable"))
             return
         if not model_id:
-            data = [spec.to_json() for spec in self.fake.models.values()]
+            data = [self.fake.model_json(spec) for spec in self.fake.models.values()]
             self._send_json(
                 200,
                 {
@@ -276,4 +290,4 @@ class RequestHandler(BaseHTTPRequestHandler):
         if spec is None:
             self._send_error(ErrorReply(404, "not_found_error", f"model: {model_id}"))
             return
-        self._send_json(200, spec.to_json())
+        self._send_json(200, self.fake.model_json(spec))

@@ -85,6 +85,18 @@ class Reply:
     """How the reply goes wrong on the wire (None: it does not)."""
     usage: Mapping[str, Any] | None = None
     """The whole ``usage`` object as sent (None: computed; a server compaction sets it)."""
+    thinking: bool | str | None = None
+    """On a thinking request (:mod:`fake_api.thinking`): None or True, the server's own
+    thinking blocks; False, none; a string, the leading block's text (shown when the request
+    asked for ``display: "summarized"``)."""
+    progress: tuple[str, ...] = ()
+    """Texts of the progress-update thinking blocks before the tool calls, in order."""
+    thinking_tokens: int | None = None
+    """The hidden figure of each thinking block (None: the server's ``thinking_tokens``)."""
+    redacted: bool = False
+    """The leading thinking block comes back as ``redacted_thinking``."""
+    stop_details: Mapping[str, Any] | None = None
+    """The response's ``stop_details`` (a refusal's)."""
 
 
 @dataclass(frozen=True)
@@ -95,6 +107,8 @@ class ErrorReply:
     error_type: str
     message: str
     headers: Mapping[str, str] = field(default_factory=dict)
+    error_code: str | None = None
+    """Sent as ``error.details.error_code`` (the SDK's ``err.error_code``)."""
 
 
 ReplySpec: TypeAlias = Reply | ErrorReply
@@ -216,3 +230,54 @@ def invalid_request(message: str) -> ErrorReply:
 def prompt_too_long(tokens: int = 210_000, maximum: int = 200_000) -> ErrorReply:
     """The API's answer to a prompt above the context window."""
     return invalid_request(f"prompt is too long: {tokens} tokens > {maximum} maximum")
+
+
+# ---------------------------------------------------------------------------------------------
+# Stop reasons a loop must handle
+
+
+def pause_reply(text: str = "Searching.", **options: Any) -> Reply:
+    """A turn the API paused (``pause_turn``): text and a server tool call still open; the
+    client sends the assistant content back as it is to let it go on."""
+    search = {"type": "server_tool_use", "name": "web_search", "input": {"query": text}}
+    search["id"] = options.pop("server_tool_id", "srvtoolu_paused")
+    blocks = ({"type": "text", "text": text}, search)
+    return Reply(content=blocks, stop_reason="pause_turn", **options)
+
+
+def refusal_reply(
+    category: str | None = "cyber",
+    *,
+    explanation: str = "The request was refused.",
+    text: str | None = None,
+    recommended_model: str | None = None,
+    **options: Any,
+) -> Reply:
+    """A refusal (HTTP 200, ``stop_reason: "refusal"``, ``stop_details`` filled); ``text``: what
+    was streamed before the refusal."""
+    details = {
+        "type": "refusal",
+        "category": category,
+        "explanation": explanation,
+        "fallback_credit_token": None,
+        "fallback_has_prefill_claim": None,
+        "recommended_model": recommended_model,
+    }
+    content = ({"type": "text", "text": text},) if text else ()
+    return Reply(content=content, stop_reason="refusal", stop_details=details, **options)
+
+
+def context_exceeded_reply(text: str = "The answer was cut", **options: Any) -> Reply:
+    """A reply whose output reached the context window (``model_context_window_exceeded``)."""
+    return text_reply(text, stop_reason="model_context_window_exceeded", **options)
+
+
+def cut_tool_reply(name: str, *, text: str | None = None, **options: Any) -> Reply:
+    """A reply cut by ``max_tokens`` inside a tool call (its input incomplete: ``{}``)."""
+    reply = tool_reply((name, {}), text=text, stop_reason="max_tokens", **options)
+    return reply
+
+
+def compaction_unavailable(message: str = "Compaction is temporarily unavailable") -> ErrorReply:
+    """529 ``overloaded_error`` with ``error_code: compaction_unavailable``."""
+    return ErrorReply(529, "overloaded_error", message, error_code="compaction_unavailable")

@@ -13,6 +13,7 @@ _TOP_LEVEL_KEYS = frozenset(
         "metadata", "stop_sequences", "temperature", "top_p", "top_k", "thinking",
         "service_tier", "container", "mcp_servers", "context_management", "output_config",
         "output_format", "inference_geo", "speed", "cache_control", "diagnostics",
+        "compaction",
     }
 )  # fmt: skip
 
@@ -39,7 +40,7 @@ _COUNT_TOKENS_KEYS = frozenset(
     {
         "model", "messages", "system", "tools", "tool_choice", "thinking", "mcp_servers",
         "context_management", "output_config", "output_format", "speed", "cache_control",
-        "user_profile_id", "workspace_id",
+        "user_profile_id", "workspace_id", "compaction",
     }
 )  # fmt: skip
 _SERVER_RESULT_TYPES = frozenset(
@@ -160,6 +161,7 @@ def _check_messages(messages: Any) -> list[str]:
     seen_server_ids: set[str] = set()
     previous_tool_ids: list[str] = []  # tool_use ids of the previous (assistant) message
     previous_role: str | None = None
+    after_summary = False  # two assistant messages in a row may follow an on-demand summary
     for index, message in enumerate(messages):
         where = f"messages.{index}"
         if not isinstance(message, dict):
@@ -167,12 +169,15 @@ def _check_messages(messages: Any) -> list[str]:
             previous_tool_ids, previous_role = [], None
             continue
         role = message.get("role")
+        if role == "system":  # mid-conversation system messages: see system_messages.py
+            continue
         if role not in ("user", "assistant"):
-            problems.append(f"{where}.role: must be 'user' or 'assistant'")
-        if index == 0 and role != "user":
+            problems.append(f"{where}.role: must be 'user', 'assistant' or 'system'")
+        if index == 0 and role != "user" and not _opens_with_compaction(message):
             problems.append(f"{where}: the first message must use the 'user' role")
-        if previous_role is not None and role == previous_role:
+        if previous_role is not None and role == previous_role and not after_summary:
             problems.append(f"{where}: roles must alternate between 'user' and 'assistant'")
+        after_summary = index == 0 and _opens_with_compaction(message)
         for key in sorted(set(message) - {"role", "content"}):
             problems.append(f"{where}.{key}: Extra inputs are not permitted")
         blocks = _content_blocks(message.get("content"))
@@ -196,7 +201,8 @@ def _check_messages(messages: Any) -> list[str]:
                 continue
             problems.extend(_check_block_keys(at, block))
             problems.extend(_check_block_content(at, block))
-            if role == "user" and kind in _ASSISTANT_BLOCKS - _USER_BLOCKS:
+            opening = index == 0 and block_index == 0 and kind == "compaction"  # on-demand
+            if role == "user" and kind in _ASSISTANT_BLOCKS - _USER_BLOCKS and not opening:
                 problems.append(f"{at}: {kind} blocks are only allowed in assistant messages")
             if role == "assistant" and kind in _USER_BLOCKS - _ASSISTANT_BLOCKS:
                 problems.append(f"{at}: {kind} blocks are only allowed in user messages")
@@ -280,6 +286,12 @@ def _check_messages(messages: Any) -> list[str]:
             "without `tool_result` blocks after them"
         )
     return problems
+
+
+def _opens_with_compaction(message: Mapping[str, Any]) -> bool:
+    content = message.get("content")
+    first = content[0] if isinstance(content, list) and content else None
+    return isinstance(first, dict) and first.get("type") == "compaction"
 
 
 def _check_block_content(at: str, block: Mapping[str, Any]) -> list[str]:

@@ -8,7 +8,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from http.server import ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 
@@ -24,8 +24,11 @@ from fake_api.cache import (
     request_prefix,
 )
 from fake_api.counting import MediaPrices, Tally, block_tokens
+from fake_api.gate import Admitted
 from fake_api.handler import HTTPServer, RecordedRequest, RequestHandler
 from fake_api.media import IMAGE_TOKEN_CAP
+from fake_api.model_facts import capabilities, family, ondemand_compaction
+from fake_api.ondemand import FAILURE_STOPS
 from fake_api.replies import (
     TEST_API_KEY,
     ErrorReply,
@@ -33,9 +36,14 @@ from fake_api.replies import (
     Reply,
     ReplySpec,
 )
+from fake_api.thinking import add_thinking, cap
 
 if TYPE_CHECKING:
     import anthropic
+
+DEFAULT_THINKING_TOKENS = 24
+"""Each thinking block's hidden output figure: modest, so that small ``max_tokens`` still fit."""
+DEFAULT_SECRET = b"fake-api-signing-key"
 
 
 @dataclass
@@ -67,6 +75,9 @@ DEFAULT_MODELS = (
     ModelSpec("claude-sonnet-4-6", 1_000_000, 64_000, "Claude Sonnet 4.6"),
     ModelSpec("claude-opus-4-6", 1_000_000, 128_000, "Claude Opus 4.6"),
     ModelSpec("claude-haiku-4-5", 200_000, 64_000, "Claude Haiku 4.5"),
+    ModelSpec("claude-opus-4-8", 1_000_000, 128_000, "Claude Opus 4.8"),
+    ModelSpec("claude-sonnet-5", 1_000_000, 128_000, "Claude Sonnet 5"),
+    ModelSpec("claude-fable-5-1", 1_000_000, 128_000, "Claude Fable 5.1"),
 )
 
 
@@ -101,6 +112,10 @@ class FakeAnthropicServer:
         cache_lookback: int = DEFAULT_CACHE_LOOKBACK,
         clock: Callable[[], float] = time.monotonic,
         models: Sequence[ModelSpec] = DEFAULT_MODELS,
+        account: str = "acct_fake_test",
+        account_created_after_cutoff: bool = True,
+        thinking_tokens: int = DEFAULT_THINKING_TOKENS,
+        secret: bytes = DEFAULT_SECRET,
     ) -> None:
         self._api_key = api_key
         self.handler = handler
@@ -135,6 +150,21 @@ class FakeAnthropicServer:
         """Models whose requests with the compaction edit are refused (400), see compaction.py."""
         self.failed_compactions = False
         """When true, a compaction returns a block with null content (the API's failure)."""
+        self.account = account
+        """The account requests come from (thinking of Sonnet/Haiku 5.5 is bound to it)."""
+        self.account_created_after_cutoff = account_created_after_cutoff
+        """An account created on or after 2026-08-31: the prefix check is enforced on the
+        prefix-check models by default; False: only on requests that set
+        ``prefix_mismatch_behavior`` (and on Fable/Mythos 5.2, Mythos 5.1)."""
+        self.thinking_tokens = thinking_tokens
+        """The hidden output-token figure of each thinking block the server writes."""
+        self.secret = secret
+        """The key signatures are made with (thinking and on-demand compaction blocks)."""
+        self.refusals_expected = False
+        """When true, a refused request goes to ``refusals`` instead of ``violations``."""
+        self.refusals: list[str] = []
+        """Every refused request's problems (expected or not), in order."""
+        self._compaction_failures: deque[str] = deque()
         self.requests: list[RecordedRequest] = []
         self.violations: list[str] = []
         self.abandoned = 0
@@ -260,7 +290,7 @@ class FakeAnthropicServer:
         tally = Tally()
         for block in content:
             tally.add(block_tokens(dict(block), None))
-        return max(1, math.ceil(tally.text * self.token_factor))
+        return max(1, math.ceil(tally.text * self.token_factor) + tally.media)
 
     # -- answering (called from the HTTP threads) -------------------------------------------
 
@@ -276,6 +306,47 @@ class FakeAnthropicServer:
     def _violation(self, text: str) -> None:
         with self._lock:
             self.violations.append(text)
+
+    def _refused(self, number: int, problems: Sequence[str]) -> None:
+        """A request refused by the API's rules: a violation unless the test expects it."""
+        with self._lock:
+            lines = [f"request {number}: {problem}" for problem in problems]
+            self.refusals.extend(lines)
+            if not self.refusals_expected:
+                self.violations.extend(lines)
+
+    def expect_refusals(self, expected: bool = True) -> None:
+        """Refused requests are what this test checks: keep them out of ``violations`` (they
+        are still listed in ``refusals``)."""
+        self.refusals_expected = expected
+
+    def fail_next_compactions(self, *modes: str) -> None:
+        """The next on-demand compactions fail, in order: ``"unavailable"`` (529
+        ``compaction_unavailable``) or a stop reason (``max_tokens``, ``tool_use``,
+        ``refusal``, ``end_turn``, ``model_context_window_exceeded``: HTTP 200, empty
+        content)."""
+        unknown = set(modes) - FAILURE_STOPS - {"unavailable"}
+        if unknown:
+            raise ValueError(f"unknown compaction failure: {sorted(unknown)}")
+        with self._lock:
+            self._compaction_failures.extend(modes)
+
+    def _next_compaction_failure(self) -> str | None:
+        with self._lock:
+            return self._compaction_failures.popleft() if self._compaction_failures else None
+
+    def has_ondemand_compaction(self, model: str) -> bool:
+        """Whether ``model`` takes the ``compaction`` parameter (the model table, less
+        ``models_without_compaction``)."""
+        return model not in self.models_without_compaction and ondemand_compaction(family(model))
+
+    def model_json(self, spec: ModelSpec) -> dict[str, Any]:
+        """What the Models API answers for ``spec``, its capabilities included."""
+        compaction = self.has_ondemand_compaction(spec.id)
+        return {
+            **spec.to_json(),
+            "capabilities": capabilities(family(spec.id), compaction=compaction),
+        }
 
     def _next_reply(self, body: dict[str, Any]) -> ReplySpec | None:
         with self._lock:
@@ -311,21 +382,32 @@ class FakeAnthropicServer:
             output_tokens = self.count_output_tokens(content)
         return {"input_tokens": input_tokens, "output_tokens": output_tokens, **cache.usage()}
 
-    def _message_json(self, body: dict[str, Any], reply: Reply) -> dict[str, Any]:
+    def _message_json(
+        self, body: dict[str, Any], reply: Reply, admitted: Admitted | None = None
+    ) -> dict[str, Any]:
+        """The response message (``body``: as sent; ``admitted.effective``: as counted)."""
         content: list[dict[str, Any]] = []
         for block in reply.content:
             block = dict(block)
             if block.get("type") == "tool_use" and not block.get("id"):
                 block["id"] = self._new_id("toolu")
             content.append(block)
+        content = add_thinking(self, body, reply, content)
         stop_reason = reply.stop_reason
         if stop_reason is None:
             has_tool_use = any(b.get("type") == "tool_use" for b in content)
             stop_reason = "tool_use" if has_tool_use else "end_turn"
-        usage = dict(reply.usage) if reply.usage else self._usage(body, reply, content)
+        counted = admitted.effective if admitted is not None else body
+        cut = None
+        if not reply.usage and reply.output_tokens is None:
+            cut = cap(content, body.get("max_tokens"), self.token_factor)
+        if cut is not None:
+            content, stop_reason = cut[0], "max_tokens"
+            reply = replace(reply, output_tokens=cut[1])
+        usage = dict(reply.usage) if reply.usage else self._usage(counted, reply, content)
         with self._lock:
             self.bills.append(bill_from_usage(body, usage))
-        return {
+        message = {
             "id": self._new_id("msg"),
             "type": "message",
             "role": "assistant",
@@ -333,8 +415,12 @@ class FakeAnthropicServer:
             "content": content,
             "stop_reason": stop_reason,
             "stop_sequence": None,
+            "stop_details": dict(reply.stop_details) if reply.stop_details else None,
             "usage": usage,
         }
+        if admitted is not None and admitted.binding.report:
+            message["input_transformations"] = list(admitted.binding.transformations)
+        return message
 
     # -- convenience for tests --------------------------------------------------------------
 

@@ -45,9 +45,11 @@ def _controlling_tty() -> None:
 class Terminal:
     """``agentloop ARGS`` on a pty: ``send`` keys, ``expect`` what the screen shows."""
 
-    def __init__(self, args: list[str], *, cwd: Path, env: dict[str, str]) -> None:
+    def __init__(
+        self, args: list[str], *, cwd: Path, env: dict[str, str], columns: int = 100
+    ) -> None:
         master, slave = pty.openpty()
-        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 100, 0, 0))
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 30, columns, 0, 0))
         self.master = master
         self.tty_name = os.ttyname(slave)
         self.process = subprocess.Popen(
@@ -189,8 +191,8 @@ def launch(fake_api: FakeAnthropicServer, workspace: Path) -> Iterator[Callable[
         PROMPT_TOOLKIT_NO_CPR="1",
     )
 
-    def start(*args: str) -> Terminal:
-        terminal = Terminal(list(args), cwd=workspace, env=env)
+    def start(*args: str, columns: int = 100) -> Terminal:
+        terminal = Terminal(list(args), cwd=workspace, env=env, columns=columns)
         terminals.append(terminal)
         return terminal
 

@@ -1,0 +1,141 @@
+"""A session keeps its prefix: the system prompt and the tool definitions it started with are
+stored with it and sent byte for byte on every later request (a resume, a compaction's child).
+
+The 5.x models bind every thinking block to the exact prefix it was produced after (system,
+tools, every earlier message): a system prompt rebuilt on resume from a changed ``AGENTS.md``
+would make the API refuse every stored thinking block. So what changes later is appended
+instead: a changed instruction file reaches the model as a ``role: "system"`` message right
+after the next user message (on models that read mid-conversation system messages), else as a
+text block of that user message, and is never edited afterwards.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from agentloop._core.blocks import is_text
+from agentloop._core.messages import Message
+
+__all__ = [
+    "PREFIX_KEY",
+    "REMOVED",
+    "UPDATE_INTRO",
+    "StoredPrefix",
+    "changed_labels",
+    "instructions_seen",
+    "supports_system_messages",
+    "update_messages",
+    "update_text",
+]
+
+PREFIX_KEY = "prefix"
+"""The session metadata key holding the :class:`StoredPrefix` (inherited by every child)."""
+
+UPDATE_INTRO = (
+    "The user's instruction files changed during this conversation. Their current text, "
+    "below, replaces the instructions in the system prompt."
+)
+REMOVED = (
+    "The user's instruction files were removed during this conversation: the instructions in "
+    "the system prompt no longer apply."
+)
+
+_SECTION = re.compile(r'<instructions file="([^"]*)" scope="[^"]*">\n(.*?)\n</instructions>', re.S)
+
+
+@dataclass(frozen=True, slots=True)
+class StoredPrefix:
+    """What every request of a session starts with, as it was first sent."""
+
+    system: str
+    tools: tuple[dict[str, Any], ...]
+    instructions: str
+    """The instruction files' text as rendered into ``system`` ('' when there were none)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"system": self.system, "tools": list(self.tools), "instructions": self.instructions}
+
+    @classmethod
+    def from_metadata(cls, metadata: Mapping[str, Any]) -> StoredPrefix | None:
+        """The prefix a session's metadata holds (None: a session stored before it was kept,
+        or a damaged entry: the caller builds a new one)."""
+        data = metadata.get(PREFIX_KEY)
+        if not isinstance(data, Mapping):
+            return None
+        system, tools = data.get("system"), data.get("tools")
+        instructions = data.get("instructions")
+        if not isinstance(system, str) or not isinstance(instructions, str):
+            return None
+        if not isinstance(tools, list) or not all(isinstance(t, dict) for t in tools):
+            return None
+        return cls(system, tuple(tools), instructions)
+
+
+def update_text(rendered: str) -> str:
+    """What the model is told when the instruction files now render as ``rendered``."""
+    return f"{UPDATE_INTRO}\n\n{rendered}" if rendered else REMOVED
+
+
+def _update_of(text: str) -> str | None:
+    if text == REMOVED:
+        return ""
+    if text.startswith(UPDATE_INTRO + "\n\n"):
+        return text[len(UPDATE_INTRO) + 2 :]
+    return None
+
+
+def instructions_seen(messages: Sequence[Message], in_system: str) -> str:
+    """The instructions the model reads now: the newest update still in ``messages``, else
+    those rendered into the system prompt (an update summarized away by a compaction no longer
+    applies, so it is given again)."""
+    for message in reversed(messages):
+        if message.role == "assistant":
+            continue
+        for block in reversed(message.content):
+            if is_text(block) and (seen := _update_of(str(block.get("text", "")))) is not None:
+                return seen
+    return in_system
+
+
+def changed_labels(before: str, after: str) -> list[str]:
+    """The instruction files (their labels) whose text differs between two renderings, in the
+    order of ``after`` then the ones removed."""
+    old = {m.group(1): m.group(2) for m in _SECTION.finditer(before)}
+    new = {m.group(1): m.group(2) for m in _SECTION.finditer(after)}
+    labels = [label for label, text in new.items() if old.get(label) != text]
+    return labels + [label for label in old if label not in new]
+
+
+# The models that read mid-conversation ``role: "system"`` messages (the docs list Fable and
+# Mythos 5 and later, Opus 4.8 and later, Sonnet 5.5 and Haiku 5.5 — not Sonnet 5): a family
+# and the first version of it that does. Later versions of a family are taken to keep it.
+_SYSTEM_MESSAGES_FROM = {
+    "fable": (5, 0),
+    "mythos": (5, 0),
+    "opus": (4, 8),
+    "sonnet": (5, 5),
+    "haiku": (5, 5),
+}
+_MODEL_ID = re.compile(r"(fable|mythos|opus|sonnet|haiku)-(\d{1,2})(?!\d)(?:[-.](\d)(?!\d))?")
+
+
+def supports_system_messages(model: str) -> bool:
+    """Whether ``model`` (an id, on any platform) takes ``role: "system"`` messages inside
+    ``messages``."""
+    found = _MODEL_ID.search(model.lower())
+    if found is None:
+        return False
+    family, major, minor = found.group(1), int(found.group(2)), int(found.group(3) or 0)
+    return (major, minor) >= _SYSTEM_MESSAGES_FROM[family]
+
+
+def update_messages(text: str, *, model: str) -> tuple[list[dict[str, Any]], list[Message]]:
+    """Where an update goes with the next user message: (text blocks to add to that message,
+    messages to append right after it)."""
+    block = {"type": "text", "text": text}
+    if supports_system_messages(model):
+        return [], [Message.system([block])]
+    return [block], []

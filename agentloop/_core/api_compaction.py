@@ -1,0 +1,333 @@
+"""On-demand compaction: the API writes the summary (beta ``compact-2026-09-04``).
+
+The request is the conversation up to a cut (same model, system and tools) with
+``compaction`` set; the reply is one signed ``compaction`` block. The child is::
+
+    [assistant: [block], *kept turns verbatim, (system: carried)]
+
+- the block, verbatim (signature and all): the API continues from it;
+- the kept turns, unchanged and with their thinking: they follow the summarized messages
+  directly, the first of them of another role than the last summarized one and never a
+  system message (the API's rule for kept thinking to stay valid), no tool call left open
+  on either side;
+- what agentloop carries over (the preserved state of the hooks, pinned messages, the latest
+  request when it was summarized) cannot go in front of the kept turns without breaking their
+  thinking: it travels in a mid-conversation system message after the newest user turn, or,
+  on a model without them, as a text block at the end of that user message (not sent yet).
+  When the history ends with a reply (``/compact`` between turns), it waits for the next user
+  message (:meth:`~agentloop._loop.conversation_compacter.ConversationCompacter.carried`).
+
+Everything here is pure but :func:`api_compaction_steps`, which yields the model call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+
+from agentloop._core.blocks import is_text, text_block
+from agentloop._core.cut_and_prune import Split
+from agentloop._core.effects import CallModel, Steps, perform
+from agentloop._core.messages import (
+    COMPACTION,
+    ContentBlock,
+    Message,
+    Usage,
+    compaction_block,
+    latest_request_index,
+    latest_user_request,
+    validate_messages,
+)
+from agentloop._core.model import (
+    AsyncModel,
+    Model,
+    ModelRequest,
+    ModelResponse,
+    OnDemandCompaction,
+)
+from agentloop._core.prefix import carried_blocks
+from agentloop._core.strategy import Built, Job
+from agentloop._core.summary import SUMMARIZER_SYSTEM
+from agentloop._errors import CompactionFailed
+
+API_SUMMARY = "api_summary"
+"""What a compaction whose summary the API wrote is recorded as."""
+MAX_INSTRUCTIONS = 16_384
+"""The API's cap on ``compaction.instructions`` (characters)."""
+CARRIED_OPEN = (
+    "Context carried over from before the compaction (agentloop; not a new request from the user):"
+)
+PINNED_MARK = "[pinned {role} message]"
+REQUEST_MARK = "[the user's latest request, verbatim]"
+_SYSTEM_MESSAGE_MODELS = (
+    "fable-5",
+    "mythos-5",
+    "opus-5",
+    "opus-4-8",
+    "sonnet-5-5",
+    "haiku-5-5",
+)
+
+
+def accepts_system_messages(model: str) -> bool:
+    """Whether ``model`` reads mid-conversation ``role: "system"`` messages (Fable and Mythos
+    5.x, Opus 5.x and 4.8, Sonnet 5.5, Haiku 5.5; not Sonnet 5 nor the other 4.x models)."""
+    return any(name in model for name in _SYSTEM_MESSAGE_MODELS)
+
+
+def api_instructions(standing: str, instructions: str | None) -> str:
+    """The ``instructions`` of a compaction request: agentloop's summarizer prompt (they
+    replace the API's own), the standing instructions and the user's, within the cap."""
+    parts = [
+        SUMMARIZER_SYSTEM,
+        "The newest messages after the ones you summarize are kept verbatim after your "
+        "summary: summarize everything before them.",
+    ]
+    for heading, text in (
+        ("Follow these standing instructions too:", standing),
+        ("Instructions for this summary:", instructions or ""),
+    ):
+        if text.strip():
+            parts.append(f"{heading}\n{text.strip()}")
+    joined = "\n\n".join(parts)
+    return joined[:MAX_INSTRUCTIONS]
+
+
+def keeps_from(msgs: Sequence[Message], cut: int) -> bool:
+    """Whether ``msgs[cut:]`` may be kept after a block that summarizes ``msgs[:cut]``."""
+    first, last = msgs[cut], msgs[cut - 1]
+    if first.role == "system" or first.is_tool_result or first.role == last.role:
+        return False
+    return not (last.role == "assistant" and last.tool_uses)  # no tool call left open
+
+
+def api_cut(
+    msgs: Sequence[Message], *, tail_tokens: int, count: Callable[[Message], int]
+) -> int | None:
+    """Where the kept turns start: the earliest valid cut whose turns fit ``tail_tokens``,
+    else the latest valid cut (the smallest tail). The kept turns hold at least the newest
+    message; the summarized part holds more than an earlier block. None: no valid cut."""
+    start = 2 if msgs and msgs[0].is_compaction_only else 1
+    valid = [cut for cut in range(start, len(msgs)) if keeps_from(msgs, cut)]
+    if not valid:
+        return None
+    running, sizes = 0, {}
+    for index in range(len(msgs) - 1, valid[0] - 1, -1):
+        running += count(msgs[index])
+        sizes[index] = running
+    fitting = [cut for cut in valid if sizes[cut] <= tail_tokens]
+    return fitting[0] if fitting else valid[-1]
+
+
+def compaction_request(
+    msgs: Sequence[Message],
+    *,
+    model_name: str,
+    system: str,
+    tools: Sequence[dict[str, object]],
+    max_tokens: int,
+    instructions: str,
+    background: bool = False,
+) -> ModelRequest:
+    """The request that asks the API to summarize ``msgs`` (the conversation's own model,
+    system and tools, so the kept turns keep their thinking)."""
+    return ModelRequest(
+        model=model_name,
+        messages=tuple(msgs),
+        system=system,
+        tools=tuple(tools),
+        max_tokens=max_tokens,
+        metadata={"purpose": "summary", "on_demand": True, "background": background},
+        compaction=OnDemandCompaction(instructions),
+        cache_newest=False,
+    )
+
+
+def response_block(response: ModelResponse) -> ContentBlock:
+    """The compaction block of an on-demand compaction's reply; :class:`CompactionFailed`
+    when there is none (any stop reason but ``compaction``, or no summary in it)."""
+    if response.stop_reason != COMPACTION:
+        raise CompactionFailed(
+            f"the API wrote no summary (stop reason {response.stop_reason!r})",
+            stop_reason=response.stop_reason,
+        )
+    block = compaction_block(response.content)
+    if block is None or not block.get("content"):
+        raise CompactionFailed("the API's compaction returned no summary", stop_reason=COMPACTION)
+    return dict(block)
+
+
+def response_usage(response: ModelResponse) -> Usage:
+    """What a compaction call used: its iterations (the top-level figures are zero)."""
+    if response.iterations:
+        return sum((iteration.usage for iteration in response.iterations), Usage())
+    return response.usage
+
+
+@dataclass(frozen=True, slots=True)
+class Carried:
+    """What a compaction carries over besides the block: the hooks' state, pinned messages
+    (as text blocks) and the latest request when it was summarized."""
+
+    state: str = ""
+    pinned: tuple[ContentBlock, ...] = ()
+    request: tuple[ContentBlock, ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.state.strip() or self.pinned or self.request)
+
+
+def carried_text(state: str, *, pinned: Sequence[str] = (), request: str = "") -> str:
+    """The text of the message a compaction appends after the newest user turn: the
+    preserved state (what the hooks rendered; the artifact ledger joins here), pinned
+    messages and the latest request. One function, so every part lands in the same message."""
+    parts = [CARRIED_OPEN]
+    if state.strip():
+        parts.append(f"<preserved-state>\n{state.strip()}\n</preserved-state>")
+    parts.extend(pinned)
+    if request.strip():
+        parts.append(f"{REQUEST_MARK}\n{request.strip()}")
+    return "\n\n".join(parts)
+
+
+def _as_text(blocks: Sequence[ContentBlock]) -> str:
+    return "\n".join(str(b.get("text", "")) for b in blocks if is_text(b))
+
+
+def carried_over(msgs: Sequence[Message], cut: int, state: str) -> Carried:
+    """What ``msgs[:cut]`` holds that must be carried: pinned messages (those an earlier
+    carried message restated too) and the latest request if it is not kept."""
+    pinned: list[ContentBlock] = []
+    request: tuple[ContentBlock, ...] = ()
+    for message in msgs[:cut]:
+        if message.role == "system":  # an earlier carried message: its pins and request
+            for block in message.content:
+                text = str(block.get("text", ""))
+                if text.startswith("[pinned "):
+                    pinned.append(dict(block))
+                elif text.startswith(REQUEST_MARK):
+                    request = (dict(text_block(text[len(REQUEST_MARK) :].strip())),)
+        elif message.pinned:
+            body = _as_text(carried_blocks(message))
+            mark = PINNED_MARK.format(role=message.role)
+            pinned.append(dict(text_block(f"{mark}\n{body}")))
+    index = latest_request_index(msgs)
+    if index is not None and (index >= cut or msgs[index].pinned):
+        request = ()  # kept verbatim, or carried as a pinned message
+    elif (found := latest_user_request(msgs)) is not None:
+        request = tuple(carried_blocks(found))
+    return Carried(state, tuple(pinned), request)
+
+
+def carried_message(carried: Carried) -> Message:
+    """The mid-conversation system message that carries ``carried``."""
+    text = carried_text(
+        carried.state,
+        pinned=[str(b.get("text", "")) for b in carried.pinned],
+        request=_as_text(carried.request),
+    )
+    return Message.system(text)
+
+
+def with_carried(messages: list[Message], carried: Carried, model_name: str) -> list[Message]:
+    """``messages`` (ending with the newest user turn, not sent yet) followed by what is
+    carried: a system message where the model reads them, else a text block at the end of
+    that user message. Unchanged when nothing is carried or no user turn ends them."""
+    if not carried or not messages or messages[-1].role not in ("user", "system"):
+        return messages
+    message = carried_message(carried)
+    if accepts_system_messages(model_name):
+        return [*messages, message]
+    last = messages[-1]
+    if last.role != "user":  # a system message the model does not read: left as it is
+        return messages
+    joined = replace(last, content=(*last.content, *message.content), tokens=None)
+    return [*messages[:-1], joined]
+
+
+def api_child(
+    msgs: Sequence[Message], cut: int, block: ContentBlock, carried: Carried, model_name: str
+) -> list[Message]:
+    """The child: the block, the kept turns verbatim (their replies lose the usage that
+    measured the old context), then what is carried (see :func:`with_carried`)."""
+    kept = [
+        m if m.usage is None and m.counted is None else replace(m, usage=None, counted=None)
+        for m in msgs[cut:]
+    ]
+    return with_carried([Message("assistant", (dict(block),)), *kept], carried, model_name)
+
+
+def api_compaction_steps(
+    msgs: Sequence[Message],
+    cut: int,
+    *,
+    model_name: str,
+    system: str,
+    tools: Sequence[dict[str, object]],
+    max_tokens: int,
+    instructions: str,
+    summarizer: Model | AsyncModel | None,
+    spent: list[Usage],
+) -> Steps[ContentBlock]:
+    """Ask the API to summarize ``msgs[:cut]``; its block (:class:`CompactionFailed`, or what
+    the call raised, when there is none). What the call used is appended to ``spent``."""
+    request = compaction_request(
+        msgs[:cut],
+        model_name=model_name,
+        system=system,
+        tools=tools,
+        max_tokens=max_tokens,
+        instructions=instructions,
+    )
+    response = yield from perform(CallModel(request, model=summarizer))
+    spent.append(response_usage(response))
+    return response_block(response)
+
+
+def api_summary_steps(
+    job: Job, summarizer: Model | AsyncModel | None, *, max_tokens: int
+) -> Steps[Built | str]:
+    """The compaction by the API's own summary, measured; or why there is none (the caller
+    then summarizes itself, and says why)."""
+    meter, msgs = job.meter, job.msgs
+    cut = api_cut(
+        msgs,
+        tail_tokens=job.budget.tail_tokens,
+        count=lambda message: meter.calibrate(meter.count(message), 1),
+    )
+    if cut is None:
+        return "no cut leaves the kept turns as the API requires"
+    try:
+        block = yield from api_compaction_steps(
+            msgs,
+            cut,
+            model_name=meter.model_name,
+            system=job.system,
+            tools=job.tools,
+            max_tokens=max_tokens,
+            instructions=api_instructions(job.settings.standing_instructions, job.instructions),
+            summarizer=summarizer,
+            spent=job.spent,
+        )
+    except Exception as error:  # the session goes on: agentloop's own summarizer
+        return f"the API's compaction failed ({type(error).__name__}: {error})"
+    job.notes.append(API_NOTE)
+    return (yield from swapped_steps(job, cut, block))
+
+
+API_NOTE = (
+    "the summary was written by the API (on-demand compaction): kept turns keep their thinking"
+)
+
+
+def swapped_steps(
+    job: Job, cut: int, block: ContentBlock, *, prepared: bool = False
+) -> Steps[Built]:
+    """The child of ``block`` (a summary of ``job.msgs[:cut]``), validated and measured."""
+    carried = carried_over(job.msgs, cut, job.state)
+    child = api_child(job.msgs, cut, block, carried, job.meter.model_name)
+    validate_messages(child, allow_pending_tool_use=False)
+    measured = yield from job.measure(child, job.local(child))
+    later = carried_message(carried) if carried and child[-1].role == "assistant" else None
+    text = str(block.get("content", ""))
+    return Built(child, measured, API_SUMMARY, text, Split(cut), prepared=prepared, later=later)

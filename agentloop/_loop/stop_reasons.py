@@ -1,0 +1,293 @@
+"""What the loop does beyond ``end_turn`` and ``tool_use`` (the API's stop reasons, notes §5),
+and how a session thinks: effort, and ``drop_block`` once the API refused a thinking block
+bound to another conversation (kept for the rest of the session, in its metadata).
+
+- ``refusal``: the refused turn leaves the context (it stays stored, with a note).
+- ``max_tokens`` inside a ``tool_use``: the call is never run on its partial input; the same
+  request goes once more with a larger ``max_tokens`` where there is room, otherwise the cut
+  call is answered with an error result the model reads.
+- ``pause_turn``: the paused content goes back as it is, nothing compacted in between.
+- ``model_context_window_exceeded``: the reply is kept, the conversation compacts before the
+  next request."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from agentloop._core.blocks import ToolUseBlock, is_tool_result, is_tool_use
+from agentloop._core.effects import CallModel, Effect, RunTool, StartBackground, Steps, perform
+from agentloop._core.messages import ContentBlock, Message
+from agentloop._core.model import (
+    EFFORT_LEVELS,
+    AsyncModel,
+    Model,
+    ModelResponse,
+    OutputLimitedModel,
+    Thinking,
+    reply_max_tokens,
+)
+from agentloop._core.tool import Tool
+from agentloop._errors import ConfigurationError
+from agentloop._loop.ahead import Ahead
+from agentloop._loop.conversation_compacter import ConversationCompacter
+from agentloop._loop.drive import Runtime
+from agentloop._loop.events import EventFanOut, LoopEvents
+
+__all__ = [
+    "THINKING_METADATA_KEY",
+    "SessionThinking",
+    "StreamedText",
+    "TurnRules",
+    "cut_tool_use",
+    "grown_max_tokens",
+    "refusal_line",
+    "unrun_result",
+]
+
+THINKING_METADATA_KEY = "thinking"
+"""The session metadata key of :meth:`SessionThinking.to_metadata`."""
+PAUSE_TURN = "pause_turn"
+REFUSAL = "refusal"
+CONTEXT_EXCEEDED = "model_context_window_exceeded"
+_CUT = ("max_tokens", CONTEXT_EXCEEDED)
+
+
+class StreamedText:
+    """The ``on_text`` a loop gives its model: text to ``events.on_text``, thinking to
+    ``events.on_thinking`` (a :class:`~agentloop._core.model.ThinkingListener`)."""
+
+    def __init__(self, events: LoopEvents) -> None:
+        self.events = events
+
+    def __call__(self, delta: str) -> None:
+        self.events.on_text(delta)
+
+    def on_thinking(self, delta: str) -> None:
+        self.events.on_thinking(delta)
+
+
+@dataclass
+class SessionThinking:
+    """How a session's requests think. ``effort`` (None: the API's default for the model);
+    ``drop_block``: send ``block_binding.prefix_mismatch_behavior: "drop_block"`` (set once a
+    request was refused for a thinking block bound elsewhere, then kept); ``binding_retries``:
+    how many requests were retried so."""
+
+    effort: str | None = None
+    drop_block: bool = False
+    binding_retries: int = 0
+
+    def __post_init__(self) -> None:
+        if self.effort is not None and self.effort not in EFFORT_LEVELS:
+            raise ConfigurationError(
+                f"effort must be one of {', '.join(EFFORT_LEVELS)}, not {self.effort!r}"
+            )
+
+    def request_thinking(self) -> Thinking | None:
+        """What a request carries (None: the adapter's default for the model)."""
+        if self.effort is None and not self.drop_block:
+            return None
+        return Thinking(effort=self.effort, drop_block=self.drop_block)
+
+    def to_metadata(self) -> dict[str, Any]:
+        return {"drop_block": self.drop_block, "binding_retries": self.binding_retries}
+
+    @classmethod
+    def from_metadata(
+        cls, metadata: Mapping[str, Any], effort: str | None = None
+    ) -> SessionThinking:
+        """What a stored session kept (under :data:`THINKING_METADATA_KEY`), with ``effort``."""
+        saved = metadata.get(THINKING_METADATA_KEY)
+        if not isinstance(saved, Mapping):
+            return cls(effort=effort)
+        retries = saved.get("binding_retries")
+        return cls(
+            effort=effort,
+            drop_block=saved.get("drop_block") is True,
+            binding_retries=retries if isinstance(retries, int) and retries >= 0 else 0,
+        )
+
+
+def cut_tool_use(response: ModelResponse) -> str | None:
+    """The id of a ``tool_use`` the reply was cut inside (its input is partial), or None."""
+    if response.stop_reason not in _CUT or not response.content:
+        return None
+    last = response.content[-1]
+    return str(last.get("id")) if is_tool_use(last) else None
+
+
+def grown_max_tokens(current: int, most: int | None) -> int | None:
+    """A larger ``max_tokens`` for the redo of a request cut inside a tool call: twice as
+    much, at most ``most`` (None: no larger value is allowed)."""
+    bigger = current * 2 if most is None else min(current * 2, most)
+    return bigger if bigger > current else None
+
+
+def unrun_result(tool_id: str) -> ContentBlock:
+    """The answer to a tool call cut by the reply's limit: it was not run."""
+    return {
+        "type": "tool_result",
+        "tool_use_id": tool_id,
+        "content": "not run: the reply was cut off inside this tool call, so its input is "
+        "incomplete; call the tool again (with a shorter input if it was long)",
+        "is_error": True,
+    }
+
+
+def refusal_line(response: ModelResponse) -> str:
+    """The one line a user reads about a refused turn."""
+    details = response.stop_details or {}
+    category = details.get("category")
+    about = f" (category: {category})" if category else ""
+    return (
+        f"the model declined to answer{about}; that message was left out of the conversation "
+        "(it stays in the session's record) — rephrase it or ask something else"
+    )
+
+
+def refusal_note(response: ModelResponse) -> str:
+    """What the store keeps after the refused message, in the assistant's place."""
+    category = (response.stop_details or {}).get("category")
+    return f"[refused{f' ({category})' if category else ''}: left out of the conversation]"
+
+
+class TurnRules:
+    """The loop's handling of thinking refusals, refused turns, the reply's room and a tool
+    round (a mixin of :class:`~agentloop.AgentLoop`, which holds the state it names)."""
+
+    thinking: SessionThinking
+    events: EventFanOut
+    messages: list[Message]
+    model: Model | AsyncModel
+    model_name: str
+    compacter: ConversationCompacter | None
+    system: str
+    tool_definitions: list[dict[str, Any]]
+    tools: dict[str, Tool]
+    max_tokens: int
+    _context_tokens: int | None
+    _max_tokens_once: int | None
+    _ahead: Ahead | None
+    _local_sum: int | None
+
+    runtime: Runtime
+
+    def _perform(self, effect: Effect[Any]) -> object:
+        """Carry out ``effect`` (the sync driver's), a model request thinking as the session
+        does: a compaction's or a summary's too (effort, and drop_block once needed)."""
+        return self.runtime.perform(self._thinking_as_the_session(effect))
+
+    async def _aperform(self, effect: Effect[Any]) -> object:
+        """The async form of :meth:`_perform`."""
+        return await self.runtime.aperform(self._thinking_as_the_session(effect))
+
+    def _thinking_as_the_session(self, effect: Effect[Any]) -> Effect[Any]:
+        thinking = self.thinking.request_thinking()
+        if thinking is None or not isinstance(effect, CallModel | StartBackground):
+            return effect
+        if effect.request.thinking is not None:
+            return effect
+        return replace(effect, request=replace(effect.request, thinking=thinking))
+
+    def _keep(self, message: Message) -> None:
+        raise NotImplementedError  # the loop's
+
+    def _counted(self, message: Message) -> Message:
+        raise NotImplementedError  # the loop's
+
+    def _flush(self, what: str = "") -> Steps[None]:
+        raise NotImplementedError  # the loop's
+
+    def _drop_invalid_thinking(self, why: str) -> None:
+        """A thinking block sent back was refused as bound to another conversation: from now
+        on every request of this session asks the API to drop such blocks (counted, kept in
+        the session's metadata), and the user is told."""
+        self.thinking.drop_block = True
+        self.thinking.binding_retries += 1
+        self.events.on_warning(
+            "the API refused a thinking block of this conversation as bound to a different "
+            "one; retrying with drop_block (such blocks are dropped from now on, the model "
+            f"loses that reasoning) — {why}"
+        )
+
+    def _refused(self, response: ModelResponse) -> Steps[None]:
+        """A refusal: the refused turn leaves the context (from the user's message that began
+        it), the store keeps it with a note in the reply's place, the user is told."""
+        last = len(self.messages) - 1
+        start = next((i for i in range(last, -1, -1) if _is_prompt(self.messages[i])), 0)
+        self._keep(Message.assistant(refusal_note(response)))
+        yield from self._flush("the refused turn was not saved")
+        if self._ahead is not None:  # what it covers is about to change
+            yield from self._ahead.cancel("a refused turn left the conversation")
+        self.messages = self.messages[:start]
+        self._local_sum = None
+        self.events.on_warning(refusal_line(response))
+
+    def _room(self) -> int | None:
+        """The most ``max_tokens`` a request may carry now: the model's limit, within what the
+        window leaves beside the context measured last (None: neither is known)."""
+        model, compacter = self.model, self.compacter
+        cap = None
+        if isinstance(model, OutputLimitedModel):
+            cap = model.max_reply_tokens(self.model_name)
+        if compacter is None:
+            return cap
+        window = compacter.context_window
+        room = window - self._measured_context(compacter) - max(256, window // 50)  # a margin
+        return room if cap is None else min(cap, room)
+
+    def _measured_context(self, compacter: ConversationCompacter) -> int:
+        if self._context_tokens is None:
+            decision = compacter.should_compact(
+                self.messages, system=self.system, tools=self.tool_definitions
+            )
+            self._context_tokens = decision.usage.tokens
+        return self._context_tokens
+
+    def _reply_tokens(self) -> int:
+        """``max_tokens`` of the next request: the reply reserve for a model that does not
+        say its limit; otherwise its limit, within the room the window leaves."""
+        once, self._max_tokens_once = self._max_tokens_once, None
+        if once is not None:
+            return once
+        model = self.model
+        if not isinstance(model, OutputLimitedModel):
+            return self.max_tokens
+        cap = model.max_reply_tokens(self.model_name)
+        room = self._room()
+        return reply_max_tokens(self.max_tokens, cap, window=room, context=0)
+
+    def _tool_round(self, calls: Sequence[ToolUseBlock], cut: str | None) -> Steps[int]:
+        """Run the reply's tool calls (never the one ``cut`` inside: it is answered as not
+        run) and keep their results; how many ran."""
+        run = 0
+        blocks: list[ContentBlock] = []
+        for call in calls:
+            if call["id"] == cut:
+                blocks.append(unrun_result(cut))
+                continue
+            name = str(call.get("name"))
+            tool_input = dict(call.get("input") or {})
+            self.events.on_tool_call(name, tool_input)
+            tool_result = yield from perform(
+                RunTool(self.tools.get(name), name, str(call["id"]), tool_input)
+            )
+            self.events.on_tool_result(name, tool_input, tool_result)
+            block: ContentBlock = {
+                "type": "tool_result",
+                "tool_use_id": call["id"],
+                "content": tool_result.content or "(no output)",
+            }
+            if tool_result.is_error:
+                block["is_error"] = True
+            blocks.append(block)
+            run += 1
+        self._keep(self._counted(Message("user", tuple(blocks))))
+        return run
+
+
+def _is_prompt(message: Message) -> bool:
+    """A user message that says something (not only tool results): where a turn begins."""
+    return message.role == "user" and not all(is_tool_result(b) for b in message.content)
