@@ -62,13 +62,14 @@ MODEL = "claude-sonnet-4-6"
 WINDOW = 200_000
 COMPACTIONS = 5
 TARGETS: dict[Kind, tuple[float, float]] = {
-    "paths": (1.0, 1.0),
-    "commands": (1.0, 1.0),
-    "todos": (1.0, 1.0),
+    "paths": (1.0, 0.0),
+    "commands": (1.0, 0.0),
+    "todos": (1.0, 0.0),
     "errors": (0.95, 1.0),
     "requests": (0.95, 1.0),
 }
-"""Per kind: the share that must be in the context, and the share recoverable by a search."""
+"""Per kind: the share that must be in the context, and the share recoverable by a search
+(issue 28's targets; none is set for numbers, and none is stale anywhere)."""
 
 
 @dataclass

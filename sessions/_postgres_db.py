@@ -298,6 +298,18 @@ class PostgresConnection:
             return StoreConnectionError(
                 f"lost the connection to {where}: {first_line(error)}", location=where
             )
+        if state == "53100":  # disk_full: the server could not extend a table's file
+            return StoreError(
+                f"session store {where}: the disk is full ({first_line(error)}); nothing more "
+                "was written",
+                location=where,
+            )
+        if state == "57014":  # query_canceled: a statement_timeout ended the write
+            return StoreError(
+                f"session store {where}: the server canceled the write ({first_line(error)}); "
+                "nothing more was written",
+                location=where,
+            )
         return StoreError(f"session store {where}: {first_line(error)}", location=where)
 
     # ------------------------------------------------------------------ lifetime

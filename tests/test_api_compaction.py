@@ -146,7 +146,8 @@ def test_the_api_summary_keeps_the_turns_verbatim_with_their_thinking() -> None:
     cut = len(request.messages)
     assert list(request.messages) == parent[:cut]  # the conversation as it stands, to the cut
     assert request.system == "" and request.model == SONNET_55
-    assert "## Goal" in str(request.compaction.instructions)  # agentloop's prompt  # type: ignore[union-attr]
+    assert request.compaction is not None
+    assert "## Goal" in str(request.compaction.instructions)  # agentloop's summarizer prompt
     # [block, *kept verbatim (thinking too), carried system message]
     assert child[0].is_compaction_only and child[0].content[0]["signature"].startswith("sig-")
     assert [m.content for m in child[1:-1]] == [m.content for m in parent[cut:]]
@@ -241,6 +242,7 @@ def test_a_compaction_model_or_no_capability_means_the_own_summarizer() -> None:
     assert all(r.compaction is None for r in model.requests)
     plain = compacter(ScriptedModel())  # a double without it: asked for free, offline
     assert not plain.api_summary_available()
+    assert not compacter(model, api_summary=False).api_summary_available()  # turned off
 
 
 def test_the_cut_never_leaves_a_tool_call_open_nor_starts_on_a_system_message() -> None:
@@ -289,10 +291,10 @@ def test_a_system_message_and_the_block_round_trip_through_the_store_records() -
     block = {"type": "compaction", "content": "sum", "signature": "s", "encrypted_content": "e"}
     for message in (Message.system("carried"), Message("assistant", (block,))):
         record = to_record(message)
-        stored = type("Stored", (), {})()
+        stored: Any = type("Stored", (), {})()
         for name in ("role", "content", "token_estimate", "usage", "metadata"):
             setattr(stored, name, getattr(record, name))
-        back = from_record(stored)  # type: ignore[arg-type]
+        back = from_record(stored)
         assert (back.role, back.content) == (message.role, message.content)
 
 

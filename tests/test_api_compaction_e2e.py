@@ -143,6 +143,8 @@ def test_a_tool_session_on_sonnet_5_5_compacts_and_no_request_is_refused(
         if strategy in ("summarize", "auto"):
             assert transition.summary.strategy == API_SUMMARY
             assert transition.compacted_messages[0].is_compaction_only
+            # The compacted context's figure: the API counted the child, block and all.
+            assert transition.summary.tokens_after_source == "api"
     if strategy in ("summarize", "auto"):
         summaries = [b for b in fake_api.message_requests if b.get("compaction") is not None]
         assert len(summaries) == len(recorder.transitions)
@@ -228,6 +230,7 @@ def test_a_background_swap_keeps_the_turns_appended_meanwhile(
     loop.close()
     prepared = [t for t in recorder.transitions if t.summary.prepared]
     assert prepared, "no compaction used the summary prepared in the background"
+    assert {t.summary.strategy for t in prepared} == {API_SUMMARY}
     for transition in prepared:
         index = recorder.transitions.index(transition)
         before = recorder.snapshots[index]
@@ -235,9 +238,8 @@ def test_a_background_swap_keeps_the_turns_appended_meanwhile(
         kept = [m for m in child[1:] if m.role != "system"]
         # The kept turns are the parent's last messages, unchanged and in place.
         assert [m.content for m in kept] == [m.content for m in before[len(before) - len(kept) :]]
-        assert len(before) - len(kept) > 0
-    background = [
-        b for b in fake_api.message_requests if b.get("compaction") is not None and b.get("stream")
-    ]
+        covered = len(before) - len(kept)
+        # It replaced exactly the N messages the background request sent (the history then).
+        sent = [len(b["messages"]) for b in fake_api.message_requests if b.get("compaction")]
+        assert covered in sent
     assert fake_api.refusals == [] and fake_api.violations == []
-    assert background or prepared

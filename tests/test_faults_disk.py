@@ -16,6 +16,7 @@ import os
 import sqlite3
 from collections.abc import Callable, Iterator
 from contextlib import closing
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,7 @@ import pytest
 from fake_api import FakeAnthropicServer, text_reply
 from support.loop_scripts import Script
 from support.processes import AgentProcess, cli_env
-from support.small_disk import SmallDisk, small_disk
+from support.small_disk import SmallDisk, postgres_on_small_disk, small_disk
 from support.store_contract import conversation, user
 
 from sessions import StoreError, _migrations, _sql_messages, copy_store, open_store
@@ -259,51 +260,75 @@ def test_a_migration_on_a_full_disk_leaves_the_old_store_and_runs_with_room(
     assert whole(path)
 
 
+@dataclass
+class Target:
+    """A store on a small disk, either backend: ``location`` to open, ``disk`` to fill."""
+
+    location: str
+    disk: SmallDisk
+
+    def check(self) -> None:
+        if not self.location.startswith("postgres"):
+            assert whole(Path(self.location))
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def target(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Target]:
+    if request.param == "sqlite":
+        with small_disk(tmp_path / "disk", size="2m") as disk:
+            yield Target(str(disk.root / "sessions.db"), disk)
+    else:
+        with postgres_on_small_disk() as (disk, location):
+            yield Target(location, disk)
+
+
+def bulky(n: int) -> str:
+    """Text that needs its room on either backend (PostgreSQL compresses what repeats)."""
+    return f"output {n}: " + os.urandom(3_000).hex()
+
+
 def test_an_import_on_a_full_disk_changes_nothing_and_works_with_room(
-    roomy_disk: SmallDisk, tmp_path: Path
+    target: Target, tmp_path: Path
 ) -> None:
-    disk = roomy_disk
     with open_store(tmp_path / "source.db") as source:
-        for _ in range(3):
+        for n in range(3):
             session = source.create_session(model="m", workspace="/w")
-            source.append_messages(session.id, [user("x " * 3000) for _ in range(6)])
+            source.append_messages(session.id, [user(bulky(n)) for _ in range(6)])
         exported = source.export_lineages(limit=10)
-    path = disk.root / "sessions.db"
-    with open_store(path) as target:
-        kept = target.create_session(model="m", workspace="/w")
-        disk.fill(16 * 1024)
+    with open_store(target.location) as store:
+        kept = store.create_session(model="m", workspace="/w")
+        target.disk.fill(0)
         with pytest.raises(StoreError) as caught:
-            target.import_lineages(exported)
+            store.import_lineages(exported)
         one_line_full(caught.value)
-        assert [s.id for s in target.list_sessions(limit=None)] == [kept.id]  # all or nothing
-    disk.free()
-    with open_store(path) as target:
-        report = target.import_lineages(exported)
+        assert [s.id for s in store.list_sessions(limit=None)] == [kept.id]  # all or nothing
+    target.disk.free()
+    with open_store(target.location) as store:
+        report = store.import_lineages(exported)
         assert report.sessions_copied == 3
-    assert whole(path)
+    target.check()
 
 
 def test_a_copy_onto_a_full_disk_stops_whole_and_resumes_with_room(
-    roomy_disk: SmallDisk, tmp_path: Path
+    target: Target, tmp_path: Path
 ) -> None:
-    disk = roomy_disk
     with open_store(tmp_path / "source.db") as source:
-        for _ in range(6):
+        for n in range(6):
             session = source.create_session(model="m", workspace="/w")
-            source.append_messages(session.id, [user("y " * 2000) for _ in range(4)])
-        path = disk.root / "sessions.db"
-        with open_store(path) as target:
-            target.list_sessions()
-            disk.fill(40 * 1024)
+            source.append_messages(session.id, [user(bulky(n)) for _ in range(4)])
+        with open_store(target.location) as store:
+            store.list_sessions()
+            target.disk.fill(0)
             with pytest.raises(StoreError) as caught:
-                copy_store(source, target, batch=1)
+                copy_store(source, store, batch=1)
             one_line_full(caught.value)
-            copied = len(target.list_sessions(limit=None))
-            assert 0 < copied < 6 or copied == 0  # whole lineages only, the rest not yet
-        assert whole(path)
-        disk.free()
-        with open_store(path) as target:
-            report = copy_store(source, target, batch=1)
+            copied = len(store.list_sessions(limit=None))
+            assert copied < 6  # whole lineages only (checked below), the rest not yet
+        target.check()
+        target.disk.free()
+        with open_store(target.location) as store:
+            report = copy_store(source, store, batch=1)
             assert report.sessions_copied == 6 - copied  # resumed where it stopped
-            assert len(target.list_sessions(limit=None)) == 6
-    assert whole(path)
+            for session in store.list_sessions(limit=None):
+                assert len(store.get_messages(session.id)) == 4
+    target.check()

@@ -7,6 +7,12 @@ As in the replayed session that found it: a large fixed prefix (system prompt an
 tool results must stay), so the result goes to the model shortened — head, tail and the lines
 that look like errors, saying how much was left out — while the store keeps it whole, and the
 turn goes on. A result shortened once is sent the same way in the next requests.
+
+Issue 29: a session that is one long user turn of big tool rounds beside such a prefix goes on
+too. When the summary and the smallest tail are still too big, the compaction shortens the
+newest round's largest results (the parent session keeps them whole) instead of giving up; a
+compaction asked for that nothing more can bring under the trigger is kept when it fits beside
+a reply, said in one line.
 """
 
 from __future__ import annotations
@@ -17,11 +23,20 @@ from typing import Any, ClassVar
 
 import pytest
 from fake_api import FakeAnthropicServer, ToolCall, text_reply, tool_reply
+from support.histories import CharCounter
 from support.loop_scripts import Script
 
-from agentloop import AgentLoop, ConversationCompacter, LoopEvents, ToolResult
+from agentloop import (
+    AgentLoop,
+    CompactionSettings,
+    ConversationCompacter,
+    LoopEvents,
+    Message,
+    ToolResult,
+)
 from agentloop._adapters.anthropic import AnthropicModel
 from agentloop._adapters.records import from_record
+from agentloop.testing import FunctionModel, tool_call
 from sessions import open_store
 
 MODEL = "claude-sonnet-4-6"
@@ -188,3 +203,41 @@ def test_one_long_turn_beside_a_large_fixed_prefix_goes_on_with_its_newest_round
     ]
     assert len(whole) >= rounds
     store.close()
+
+
+def _above_the_trigger_whatever_is_kept() -> tuple[ConversationCompacter, list[Message]]:
+    """A 24k window and a 21k-token reply in the smallest tail: no cut, pruning or shortening
+    brings it under the trigger, though it fits beside a reply."""
+    summarizer = FunctionModel(lambda request: "## Progress\nread src/app.py")
+    compacter = ConversationCompacter(
+        model_name="claude-test",
+        context_window=24_000,
+        model=summarizer,
+        max_output_tokens=1_000,
+        settings=CompactionSettings(strategy="summarize"),
+        counter=CharCounter(),
+    )
+    read = tool_call("read_file", {"path": "src/app.py"})
+    make = tool_call("bash", {"command": "make"})
+    history = [
+        Message.user("Explain src/app.py"),
+        Message.assistant([read]),
+        Message.user([{"type": "tool_result", "tool_use_id": read["id"], "content": "y" * 6_000}]),
+        Message.assistant([{"type": "text", "text": "z" * 84_000}, make]),
+        Message.user([{"type": "tool_result", "tool_use_id": make["id"], "content": "built"}]),
+    ]
+    return compacter, history
+
+
+def test_a_compaction_asked_for_that_stays_above_the_trigger_goes_on_and_says_so() -> None:
+    compacter, history = _above_the_trigger_whatever_is_kept()
+    assert compacter.compact_and_transition("p", history) is None  # automatic: not worth it
+    compacter, history = _above_the_trigger_whatever_is_kept()
+
+    transition = compacter.compact_and_transition("p", history, force=True)  # asked for
+    assert transition is not None  # the turn goes on in what fits beside a reply
+    summary = transition.summary
+    assert summary.tokens_after is not None and summary.tokens_before is not None
+    assert compacter.trigger_tokens <= summary.tokens_after < summary.tokens_before
+    (warning,) = [w for w in summary.warnings if "under the trigger" in w]
+    assert "it goes on above it" in warning and "\n" not in warning

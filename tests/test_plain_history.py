@@ -67,7 +67,11 @@ def _run_loop(
 def test_the_sdk_s_response_objects_are_taken_with_their_usage() -> None:
     with FakeAnthropicServer(handler=_summary_or_reply) as server:
         compacter = ConversationCompacter(
-            model_name=MODEL, context_window=WINDOW, model=AnthropicModel(server.client())
+            model_name=MODEL,
+            context_window=WINDOW,
+            model=AnthropicModel(server.client()),
+            # this loop sends plain requests (no beta): agentloop's own summary
+            settings=CompactionSettings(api_summary=False),
         )
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
@@ -82,7 +86,11 @@ def test_the_sdk_s_response_objects_are_taken_with_their_usage() -> None:
 def test_replies_kept_without_usage_are_warned_about_once() -> None:
     with FakeAnthropicServer(handler=_summary_or_reply) as server:
         compacter = ConversationCompacter(
-            model_name=MODEL, context_window=WINDOW, model=AnthropicModel(server.client())
+            model_name=MODEL,
+            context_window=WINDOW,
+            model=AnthropicModel(server.client()),
+            # this loop sends plain requests (no beta): agentloop's own summary
+            settings=CompactionSettings(api_summary=False),
         )
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
@@ -131,7 +139,7 @@ BAD_ITEMS: list[Any] = [
     5,
     None,
     {"content": "no role"},
-    {"role": "system", "content": "a system message in the list"},
+    {"role": "developer", "content": "a role the API does not have"},
     {"role": "user"},
     {"role": "user", "content": 5},
     {"role": "user", "content": {"type": "text", "text": "a block, not a list"}},

@@ -119,7 +119,11 @@ def test_a_stale_prepared_summary_is_never_applied(fake_api: FakeAnthropicServer
     fake_api.handler = script
     model = AnthropicModel(api_key="test-key", base_url=fake_api.base_url, max_retries=0)
     compacter = ConversationCompacter(
-        model_name=MODEL, context_window=4000, model=model, max_output_tokens=512
+        model_name=MODEL,
+        context_window=4000,
+        model=model,
+        max_output_tokens=512,
+        settings=CompactionSettings(api_summary=False),  # the API's: test_api_compaction
     )
     messages: list[Any] = []
     for n in range(10):
@@ -154,7 +158,11 @@ def test_a_prepared_summary_is_applied_by_compact_and_transition(
     fake_api.handler = script
     model = AnthropicModel(api_key="test-key", base_url=fake_api.base_url, max_retries=0)
     compacter = ConversationCompacter(
-        model_name=MODEL, context_window=4000, model=model, max_output_tokens=512
+        model_name=MODEL,
+        context_window=4000,
+        model=model,
+        max_output_tokens=512,
+        settings=CompactionSettings(api_summary=False),  # the API's: test_api_compaction
     )
     messages: list[Any] = [{"role": "user", "content": FIRST}]
     messages.append({"role": "assistant", "content": filler("answer 0", 60)})
@@ -310,7 +318,11 @@ def test_prepare_counts_a_failed_summary_instead_of_raising(
     fake_api.handler = script
     model = AnthropicModel(api_key="test-key", base_url=fake_api.base_url, max_retries=0)
     compacter = ConversationCompacter(
-        model_name=MODEL, context_window=4000, model=model, max_output_tokens=512
+        model_name=MODEL,
+        context_window=4000,
+        model=model,
+        max_output_tokens=512,
+        settings=CompactionSettings(api_summary=False),  # the API's: test_api_compaction
     )
     messages: list[Any] = []
     for n in range(10):

@@ -140,10 +140,8 @@ def test_clear_starts_a_fresh_session_and_keeps_the_old_one_resumable(
     term.send("\x04")
     assert term.wait() == 0
     # The fresh session's request carried none of the old conversation.
-    assert [m["content"] for m in cli.script.conversation[-1]["messages"]][-1:] == [
-        [{"type": "text", "text": "a new topic"}]
-    ] or cli.script.conversation[-1]["messages"][-1]["content"] == "a new topic"
-    assert "the first conversation" not in str(cli.script.conversation[-1]["messages"])
+    fresh = cli.script.conversation[-1]["messages"]
+    assert len(fresh) == 1 and "a new topic" in str(fresh[0]["content"])
     with cli.store() as store:
         sessions = store.list_sessions(limit=None)
         assert len(sessions) == 2 and all(s.parent_id is None for s in sessions)

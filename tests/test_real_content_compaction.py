@@ -141,7 +141,7 @@ def corpus_compacter(window: int, strategy: Any, model: Any) -> ConversationComp
         context_window=window,
         model=model,
         max_output_tokens=MAX_OUTPUT,
-        settings=CompactionSettings(strategy=strategy, threshold=THRESHOLD),
+        settings=CompactionSettings(strategy=strategy, threshold=THRESHOLD, api_summary=False),
         clock=lambda: NOW,
         new_session_id=lambda: "child",
     )

@@ -71,6 +71,9 @@ def test_continue_after_agents_md_changed_keeps_the_prefix_and_adds_a_system_mes
     messages = after["messages"]
     assert _plain(messages[:1]) == _plain(before["messages"])
     assert [m["role"] for m in messages] == ["user", "assistant", "user", "system"]
+    # The first reply's thinking goes back, bound to the first run's system prompt and tools:
+    # with a rebuilt system prompt the server would refuse this request.
+    assert messages[1]["content"][0]["type"] == "thinking"
     assert json.dumps(messages[2]).count("what changed?") == 1
     assert NEW_RULE in json.dumps(messages[3]) and OLD_RULE not in json.dumps(messages[3])
 

@@ -7,7 +7,9 @@ import io
 from pathlib import Path
 
 import pytest
+from fake_api import text_reply
 from support.agents import coding_agent
+from support.cli import CLI
 
 from agentloop._cli.main import agent_options, build_parser
 from agentloop._cli.ui import THINKING_WIDTH, TerminalUI, thinking_lines
@@ -87,3 +89,15 @@ def test_drop_block_survives_a_restart_of_the_agent(tmp_path: Path) -> None:
     last = model.requests[-1]
     assert last.thinking is not None and last.thinking.drop_block
     store.close()
+
+
+def test_the_command_line_sends_effort_and_room_to_think(cli: CLI) -> None:
+    cli.script.add(text_reply("done"))
+    run = cli.run("--effort", "high", "--context-window", "100000", stdin="hello\n")
+    assert run.code == 0, run.err
+    (body,) = [b for b in cli.fake_api.message_requests if "compaction" not in b]
+    assert body["output_config"] == {"effort": "high"}
+    assert body["thinking"] == {"type": "adaptive", "display": "summarized"}
+    # The reply reserve (15 % of the window) stays the trigger's; max_tokens leaves room.
+    assert 15_000 < body["max_tokens"] <= 100_000 - cli.fake_api.count_input_tokens(body)
+    assert cli.fake_api.violations == []

@@ -166,7 +166,7 @@ def refused_on_demand(request: ModelRequest) -> Iterator[None]:
     try:
         yield
     except ModelError as error:
-        if request.compaction is None or isinstance(error, CompactionFailed):
+        if request.compaction is None or isinstance(error, CompactionFailed | ThinkingBindingError):
             raise
         code = getattr(error.__cause__, "error_code", None)
         about_compaction = (isinstance(code, str) and code.startswith("compaction")) or (

@@ -43,11 +43,12 @@ from agentloop._loop.agent_loop import AgentLoop, LoopEvents, TurnResult
 from agentloop._loop.conversation_compacter import ConversationCompacter
 from agentloop._loop.status import CompactionStatus, compaction_status
 from agentloop._loop.stop_reasons import THINKING_METADATA_KEY, SessionThinking
-from agentloop._sessions import Lease, SessionStore, workspace_key
+from agentloop._sessions import Lease, SessionError, SessionStore, workspace_key
 
 if TYPE_CHECKING:
     from agentloop._adapters.session_costs import CostReport
     from agentloop._core.pricing import Price
+    from agentloop._core.receipt import Receipt
 
 SYSTEM_PROMPT = """\
 You are agentloop, a careful and competent coding agent working in the user's project \
@@ -285,6 +286,16 @@ class CodingAgent:
         """Hear what the agent does (text, tools, compactions); returns what unsubscribes."""
         return self.loop.subscribe(listener)
 
+    @property
+    def effort(self) -> str | None:
+        """How hard the model thinks (``--effort``; None: the model's default)."""
+        return self.loop.thinking.effort
+
+    @effort.setter
+    def effort(self, effort: str | None) -> None:
+        thinking = self.loop.thinking
+        self.loop.thinking = SessionThinking(effort, thinking.drop_block, thinking.binding_retries)
+
     def context(self) -> CompactionDecision | None:
         """Context usage now and the compaction decision (None before anything is measured)."""
         return self.loop.context()
@@ -358,11 +369,25 @@ class CodingAgent:
     def _instruction_paths(self) -> list[str]:
         return [f.label for f in self.instructions.files if f.scope == "project"]
 
+    def compaction_receipt(self) -> Receipt | None:
+        """What the compaction that made this session left out of its context, by kind, each
+        with the search that finds it (None: no compaction made this session)."""
+        if not self.loop.saved:
+            return None
+        from agentloop._adapters.compaction_receipt import session_receipt
+
+        try:
+            return session_receipt(self.store, self.session_id, self.loop.messages)
+        except SessionError:
+            return None  # the store cannot say now: /context shows the rest
+
     def context_notes(self) -> list[str]:
         """Lines for ``/context``: the instruction files and their cost, what the last
         compaction brought back, and the warnings."""
         notes = [self.instructions.summary_line()]
         notes += [f"Instructions: warning: {w}" for w in self.instructions.warnings]
+        left = self.compaction_receipt()
+        notes += left.lines() if left is not None else []
         budget = self.restorer.budget_tokens
         if budget <= 0 or self.restorer.count <= 0:
             notes.append("Files restored after compaction: off")

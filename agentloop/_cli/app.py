@@ -250,7 +250,7 @@ def _run(
     if limits.warning:
         print(f"agentloop: warning: {limits.warning}", file=sys.stderr)
     agent = _build_agent(options, model, store, workspace, limits, start, stdin, ui)
-    agent.loop.thinking.effort = options.effort
+    agent.effort = options.effort
     check_window(agent, limits)
     lease.attach(agent)
     if start.session_id is not None:

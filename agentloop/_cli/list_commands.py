@@ -7,7 +7,7 @@ compactions as a list, indented only where it forks, the session resume continue
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Protocol, TextIO
 
@@ -247,32 +247,13 @@ def tree_command(
         render.print_json(node(root), out)
         return
 
-    width = render.terminal_width(out)
-    members = {s.id for s in lineage}
-
-    def describe(session: Session) -> tuple[str, str]:
-        parts = [session.id[:8], session.status, plural(session.message_count, "msg")]
-        if session.parent_id is None or session.parent_id not in members:
-            parts.append(f'"{render.one_line(session.title)}"' if session.title else "")
-            parts.append(session.model)
-        entry = created_by.get(session.id)
-        if entry is not None:
-            parts.append(render.compaction_note(entry, session.metadata))
-        if in_place.get(session.id):
-            parts.append(f"(+{plural(in_place[session.id], 'no-op compaction')})")
-        marks = []
-        if session.id == anchor.id and ref is not None and session.id != resume:
-            marks.append("◀ this")
-        if session.id == resume:
-            marks.append(RESUME_MARK)
-        return "  ".join(part for part in parts if part), "  ".join(marks)
+    rows: list[tuple[str, str, Session]] = []  # (its tree lead, its children's lead, it)
 
     def chain(session: Session, first_prefix: str, prefix: str) -> None:
         # A run of single children is drawn as a list at one indentation; only forks indent.
         current, lead = session, first_prefix
         while True:
-            text, marks = describe(current)
-            out.write(render.fit_keeping_end(lead + text, marks, width) + "\n")
+            rows.append((lead, prefix, current))
             kids = by_parent.get(current.id, [])
             if len(kids) != 1:
                 break
@@ -282,3 +263,109 @@ def tree_command(
             chain(kid, prefix + ("└─ " if last else "├─ "), prefix + ("   " if last else "│  "))
 
     chain(root, "", "")
+    branches = _branches(lineage, created_by, resume)
+    marks_of = {
+        session.id: [
+            *(["◀ this"] if session.id == anchor.id != resume and ref is not None else []),
+            *([RESUME_MARK] if session.id == resume else []),
+        ]
+        for _, _, session in rows
+    }
+
+    def status(session: Session) -> str:
+        return "abandoned" if session.id in branches.abandoned else session.status
+
+    def rest(session: Session) -> list[str]:
+        parts: list[str] = []
+        if session.parent_id is None or session.parent_id not in branches.members:
+            if session.title:
+                parts.append(f'"{render.one_line(session.title)}"')
+            parts.append(session.model)
+        entry = created_by.get(session.id)
+        if entry is not None:
+            parts.append(render.compaction_note(entry, session.metadata))
+        elif session.id in branches.labels:
+            parts.append(branches.labels[session.id])
+        if in_place.get(session.id):
+            parts.append(f"(+{plural(in_place[session.id], 'no-op compaction')})")
+        return parts + marks_of[session.id]
+
+    _draw(out, rows, status, rest, render.terminal_width(out))
+
+
+class _Branches:
+    """What the tree says of branches that are not compactions: a ``/undo-compaction`` (a
+    branch from a compacted session, made after its compaction) and the child it abandoned."""
+
+    def __init__(self) -> None:
+        self.members: set[str] = set()
+        self.labels: dict[str, str] = {}
+        self.abandoned: set[str] = set()
+
+
+def _branches(
+    lineage: Sequence[Session], created_by: Mapping[str, object], resume: str
+) -> _Branches:
+    found = _Branches()
+    found.members = {s.id for s in lineage}
+    by_id = {s.id: s for s in lineage}
+    has_children = {s.parent_id for s in lineage}
+    for session in lineage:
+        parent = by_id.get(session.parent_id or "")
+        if parent is None or session.id in created_by:
+            continue
+        undone = [
+            s
+            for s in lineage
+            if s.parent_id == parent.id
+            and s.id in created_by
+            and s.created_at <= session.created_at
+        ]
+        if parent.status == "compacted" and undone:
+            child = undone[-1]
+            undo = f"← /undo-compaction of {child.id[:8]} (from {parent.id[:8]})"
+            found.labels[session.id] = undo
+            if child.status == "active" and child.id != resume and child.id not in has_children:
+                found.abandoned.add(child.id)
+        else:
+            found.labels[session.id] = f"← branch of {parent.id[:8]}"
+    return found
+
+
+def _draw(
+    out: TextIO,
+    rows: Sequence[tuple[str, str, Session]],
+    status: Callable[[Session], str],
+    rest: Callable[[Session], list[str]],
+    width: int | None,
+) -> None:
+    """The tree's rows: id, status and size in aligned columns, then what else is known,
+    wrapped under the row (figures and strategy whole; only a title is cut, at a word)."""
+    from agentloop._cli.cells import cells, cut_words, fit, pad
+
+    lead_width = max(cells(lead) for lead, _, _ in rows) + 8
+    status_width = max(len(status(s)) for _, _, s in rows)
+    size_width = max(len(plural(s.message_count, "msg")) for _, _, s in rows)
+    for lead, below, session in rows:
+        head = (
+            f"{pad(lead + session.id[:8], lead_width)}  {pad(status(session), status_width)}  "
+            f"{pad(plural(session.message_count, 'msg'), size_width, right=True)}"
+        )
+        line, lines = head, []
+        indent = below + " " * (lead_width + 2 - cells(below))  # under the status column
+        parts = rest(session)
+        for index, part in enumerate(parts):
+            room = None if width is None else width - cells(line) - 2
+            if room is not None and part.startswith('"') and line == head and room >= 16:
+                following = parts[index + 1] if index + 1 < len(parts) else ""
+                if room - cells(following) - 2 >= 16:  # the model beside it, if it can be
+                    room -= cells(following) + 2
+                part = cut_words(part, room)  # a title: cut at a word, never the figures
+            if room is None or cells(part) <= room:
+                line = f"{line}  {part}"
+                continue
+            lines.append(line)
+            *whole, line = fit(indent + part, width).split("\n")
+            lines += whole
+        lines.append(line)
+        out.write("\n".join(lines) + "\n")

@@ -104,7 +104,11 @@ def add_parser(subparsers: argparse._SubParsersAction[P]) -> P:
         json=False,
         all_generations=False,
     )
-    commands = parser.add_subparsers(dest="sessions_command", metavar="SUBCOMMAND")
+    # Each sub-command's usage line is its own (`agentloop sessions export [-h] ...`), not the
+    # top-level usage with the sub-command glued to its end.
+    commands = parser.add_subparsers(
+        dest="sessions_command", metavar="SUBCOMMAND", prog="agentloop sessions"
+    )
 
     listing = commands.add_parser(
         "list",
@@ -179,17 +183,20 @@ def add_parser(subparsers: argparse._SubParsersAction[P]) -> P:
 
     export = commands.add_parser(
         "export",
-        help="a session's full transcript, to stdout",
-        description="Print a session's complete transcript to stdout.",
+        help="a conversation's complete transcript, to stdout",
+        description="Print the complete transcript of the conversation ID belongs to: every "
+        "session of its lineage in order, from the first to where resuming ID continues, each "
+        "message once (what a compaction carried over is not repeated; its summary is shown).",
     )
     _store_option(export)
-    _ids(export, "the session")
+    _ids(export, "any session of the conversation")
     export.add_argument(
         "--format",
         choices=("markdown", "json"),
         default="markdown",
-        help="markdown (default) or json (the same object as `show --json`)",
+        help="markdown (default) or json",
     )
+    export.add_argument("--json", action="store_true", help="the same as --format json")
 
     delete = commands.add_parser(
         "delete",
@@ -351,7 +358,10 @@ def _command(args: argparse.Namespace) -> Command:
             store, out, args.id, workspace=here, as_json=as_json
         )
     if name == "export":
-        return lambda store, out: transcript.export_command(store, out, args.id, format=args.format)
+        from agentloop._cli.conversation_export import ExportFormat, export_conversation
+
+        export_format: ExportFormat = "json" if args.json else args.format
+        return lambda store, out: export_conversation(store, out, args.id, format=export_format)
     if name == "delete":
         return lambda store, out: delete_command(
             store, out, args.id, lineage=args.lineage, yes=args.yes

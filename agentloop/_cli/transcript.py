@@ -14,6 +14,7 @@ from agentloop._core.figures import plural
 
 if TYPE_CHECKING:
     from agentloop._adapters.session_costs import CostReport
+    from agentloop._core.receipt import Receipt
     from agentloop._sessions import CompactionEntry, Session, SessionStore
 
 ExportFormat = Literal["markdown", "json"]
@@ -44,9 +45,18 @@ def _show_object(store: SessionStore, session: Session) -> dict[str, object]:
         render.compaction_json(entry, metadata.get(entry.child_id or "")) for entry in history
     ]
     data["compaction"] = compaction
+    left = _receipt(store, session)
+    data["receipt"] = None if left is None else left.to_dict()
     own, conversation = _costs(store, session)
     data["cost"] = {"session": own.to_dict(), "conversation": conversation.to_dict()}
     return data
+
+
+def _receipt(store: SessionStore, session: Session) -> Receipt | None:
+    """What the compaction that made ``session`` left out of its context (issue 28)."""
+    from agentloop._adapters.compaction_receipt import session_receipt
+
+    return session_receipt(store, session.id)
 
 
 def _costs(store: SessionStore, session: Session) -> tuple[CostReport, CostReport]:
@@ -113,6 +123,9 @@ def show_command(store: SessionStore, out: TextIO, ref: str, *, as_json: bool = 
     from agentloop._cli.cost_report import cost_text
 
     out.write(cost_text(*_costs(store, session), session.id) + "\n")
+    left = _receipt(store, session)
+    if left is not None:
+        out.write("\n".join(left.lines()) + "\n")
     for message in store.get_messages(session.id):
         out.write("\n" + markup.message_heading(message) + "\n")
         for block in message.content:

@@ -52,6 +52,13 @@ from agentloop._errors import CompactionFailed
 
 API_SUMMARY = "api_summary"
 """What a compaction whose summary the API wrote is recorded as."""
+API_NOTE = (
+    "the summary was written by the API (on-demand compaction): kept turns keep their thinking"
+)
+PREPARED_API_NOTE = (
+    "the summary was prepared in the background by the API (on-demand compaction): no model "
+    "call now, and the kept turns keep their thinking"
+)
 MAX_INSTRUCTIONS = 16_384
 """The API's cap on ``compaction.instructions`` (characters)."""
 CARRIED_OPEN = (
@@ -80,8 +87,8 @@ def api_instructions(standing: str, instructions: str | None) -> str:
     replace the API's own), the standing instructions and the user's, within the cap."""
     parts = [
         SUMMARIZER_SYSTEM,
-        "The newest messages after the ones you summarize are kept verbatim after your "
-        "summary: summarize everything before them.",
+        "The conversation goes on after your summary, its newest messages kept verbatim "
+        "after it: summarize everything you are given.",
     ]
     for heading, text in (
         ("Follow these standing instructions too:", standing),
@@ -313,11 +320,6 @@ def api_summary_steps(
         return f"the API's compaction failed ({type(error).__name__}: {error})"
     job.notes.append(API_NOTE)
     return (yield from swapped_steps(job, cut, block))
-
-
-API_NOTE = (
-    "the summary was written by the API (on-demand compaction): kept turns keep their thinking"
-)
 
 
 def swapped_steps(

@@ -6,6 +6,11 @@ own count when the model can count (``count_tokens``), else by the calibrated es
 result above the target is tightened (smaller tail, old content in the tail pruned, the carried
 request capped); one the API still counts at or above the trigger is not committed.
 
+Where the model offers on-demand compaction, ``summarize`` and ``auto`` let the API write the
+summary (``api_compaction.py``: the block first, the kept turns with their thinking); with
+another summarizer model, without the capability or when it fails, agentloop summarizes, and
+every history it edits itself loses the thinking the edit invalidated (``Job.finished``).
+
 Everything that touches the outside world (the summarizer model, the token count, the
 preserved-state hooks, the child's id, the clock) is an effect it yields; the local token
 counter is injected. The public :class:`~agentloop.ConversationCompacter` adds the wiring.
@@ -19,7 +24,7 @@ from datetime import datetime
 from typing import Any, cast
 
 from agentloop._core.api_compaction import (
-    API_NOTE,
+    PREPARED_API_NOTE,
     api_summary_steps,
     keeps_from,
     swapped_steps,
@@ -425,8 +430,9 @@ class CompactionCore:
                 f"{unit}); kept the conversation as it is"
             )
         if before >= trigger and after >= trigger:
-            if after + self.max_output_tokens <= self.context_window:
-                # Nothing more to keep out, but it fits beside a reply: the turn goes on in it.
+            if requested and after + self.max_output_tokens <= self.context_window:
+                # Asked for (/compact, or the API refused the request): nothing more can be
+                # kept out, but it fits beside a reply, so the turn goes on in it.
                 pause = self._breaker_until = self._pause(after)
                 waits = "" if pause is None else f"; automatic compaction pauses until {pause:,}"
                 job.warnings.append(
@@ -489,7 +495,8 @@ class CompactionCore:
 
     def _prepared_steps(self, job: Job, prepared: PreparedSummary) -> Steps[Built | None]:
         """The compaction with the summary prepared ahead, if it leaves at most half the room
-        the trigger leaves besides the system prompt and tools; else None (it was too far
+        the trigger leaves besides the system prompt and tools (the API's block: if the child,
+        every turn since kept whole, saves what a compaction must); else None (it was too far
         behind: thrown away, counted, and the caller summarizes now)."""
         fixed = self.calibrate(self.fixed_tokens(job.system, job.tools))
         half = fixed + max(0, job.budget.trigger - fixed) // 2
@@ -502,7 +509,7 @@ class CompactionCore:
                 size = built.measured.tokens
                 # Usable when it does what a compaction must: the turns since stay whole.
                 if not job.budget.refused(size):
-                    job.notes.append(f"{API_NOTE}; it was prepared in the background")
+                    job.notes.append(PREPARED_API_NOTE)
                     return built
         for tighten in (False, True):
             if cut is None:
@@ -549,7 +556,8 @@ class CompactionCore:
         """Whether the API writes this conversation's summaries (on-demand compaction): the
         summarizer model says it can for the conversation's model (asked once, remembered),
         and no other model is to summarize (``--compaction-model``)."""
-        if self.settings.summary_model not in (None, self.model_name):
+        settings = self.settings
+        if not settings.api_summary or settings.summary_model not in (None, self.model_name):
             return False
         known = self._on_demand.get(self.model_name)
         if known is None:

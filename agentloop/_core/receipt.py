@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -112,7 +112,7 @@ def _findable(line: str, flat: str, low: str, words: int = 10) -> str:
         lowered = word.lower()
         if lowered in _COMMON or (len(word) <= 3 and word.isalpha() and word.islower()):
             continue
-        if lowered in before and re.search(rf"(?<![^\W_]){re.escape(lowered)}(?![^\W_])", before):
+        if _has_word(before, lowered, _TERM_CHAR):
             continue  # the excerpt would be cut around this earlier occurrence
         found.append(word)
     return " ".join(found[:words]) or _query(line)
@@ -237,6 +237,29 @@ def context_text(messages: Sequence[Message], *, without: Iterable[str] = ()) ->
     return Context(text, _one_line(text))
 
 
+def _term_char(char: str) -> bool:
+    return char.isalnum()  # the search splits words at ``_`` too
+
+
+def _word_char(char: str) -> bool:
+    return char.isalnum() or char == "_"
+
+
+_TERM_CHAR, _WORD_CHAR = _term_char, _word_char
+
+
+def _has_word(text: str, word: str, inside: Callable[[str], bool]) -> bool:
+    """Whether ``word`` stands in ``text`` as a whole word (``inside``: what a word is made
+    of). Plain searches, no pattern compiled per word: the receipt must be quick."""
+    at = text.find(word)
+    while at >= 0:
+        end = at + len(word)
+        if (at == 0 or not inside(text[at - 1])) and (end == len(text) or not inside(text[end])):
+            return True
+        at = text.find(word, at + 1)
+    return False
+
+
 def present(fact: Fact, context: Context) -> bool:
     """Whether ``context`` holds ``fact``: its one needle anywhere (whitespace collapsed), or
     all its needles on one line (a command with its outcome)."""
@@ -247,7 +270,7 @@ def present(fact: Fact, context: Context) -> bool:
     at = text.find(first)
     while at >= 0:
         line = text[text.rfind("\n", 0, at) + 1 : (text.find("\n", at) + 1 or len(text) + 1) - 1]
-        if all(re.search(rf"(?<!\w){re.escape(n)}(?!\w)", line) for n in rest):
+        if all(_has_word(line, n, _WORD_CHAR) for n in rest):
             return True
         at = text.find(first, at + 1)
     return False

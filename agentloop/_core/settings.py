@@ -52,6 +52,11 @@ class CompactionSettings:
     window_messages: int | None = None
     """For ``sliding_window``: keep at most this many messages (else the tail token budget)."""
     summary_max_tokens: int = 4096
+    api_summary: bool = True
+    """Where the model offers on-demand compaction, ``summarize`` and ``auto`` (and a
+    compaction asked for under ``server``) let the API write the summary: its block opens
+    the child and the kept turns keep their thinking. Requests then need the beta
+    ``compact-2026-09-04`` (the adapter sends it). False: agentloop's own summarizer always."""
     summary_model: str | None = None
     """Another model to write summaries (default: the conversation's own). Its requests cannot
     read the conversation's prompt cache: they summarize a rendered transcript instead."""

@@ -62,9 +62,10 @@ from agentloop._loop.stop_reasons import (
     StreamedText,
     TurnRules,
     cut_tool_use,
-    grown_max_tokens,
 )
 from agentloop._sessions import Lease, SessionError, SessionStore, workspace_key
+
+UserInput = str | Sequence[ContentBlock]
 
 
 class ContextFullError(AgentloopError):
@@ -184,22 +185,14 @@ class AgentLoop(TurnRules, ServerSteps):
         return self._stored
 
     def run_turn(
-        self,
-        user_input: str | Sequence[ContentBlock],
-        *,
-        pinned: bool = False,
-        then: Sequence[Message] = (),
+        self, user_input: UserInput, *, pinned: bool = False, then: Sequence[Message] = ()
     ) -> TurnResult:
         """One user turn: model calls and tool rounds until the assistant stops. ``then`` are
         kept right after the user's message (a mid-conversation system message)."""
         return drive(self._turn_steps(user_input, pinned, then), self._perform)
 
     async def arun_turn(
-        self,
-        user_input: str | Sequence[ContentBlock],
-        *,
-        pinned: bool = False,
-        then: Sequence[Message] = (),
+        self, user_input: UserInput, *, pinned: bool = False, then: Sequence[Message] = ()
     ) -> TurnResult:
         """The async form of :meth:`run_turn`; store writes, hooks and tools run in threads."""
         return await adrive(self._turn_steps(user_input, pinned, then), self._aperform)
@@ -264,7 +257,7 @@ class AgentLoop(TurnRules, ServerSteps):
     # -- the core, written once --------------------------------------------------------------
 
     def _turn_steps(
-        self, user_input: str | Sequence[ContentBlock], pinned: bool, then: Sequence[Message] = ()
+        self, user_input: UserInput, pinned: bool, then: Sequence[Message] = ()
     ) -> Steps[TurnResult]:
         self._repair()
         if self._unsaved:
@@ -374,15 +367,9 @@ class AgentLoop(TurnRules, ServerSteps):
                 result.stop_reason, result.session_id = REFUSAL, self.session_id
                 return result
             cut = cut_tool_use(response)
-            if cut is not None and response.stop_reason == "max_tokens" and not regrown:
-                # Never run on partial input: the same request once more, with more room.
-                self._max_tokens_once = grown_max_tokens(request.max_tokens, self._room())
-                if self._max_tokens_once is not None:
-                    regrown = True
-                    self.events.on_reply_incomplete(
-                        f"the reply reached max_tokens ({request.max_tokens:,}) inside a tool call"
-                    )
-                    continue
+            if cut is not None and not regrown and self._redo_larger(request, response):
+                regrown = True  # never run on partial input: once more, with more room
+                continue
             yield from self._record_reply(response)
             result.stop_reason = response.stop_reason
             if response.text:

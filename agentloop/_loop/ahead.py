@@ -63,14 +63,17 @@ class Ahead:
         if ready is None:
             yield from self.collect(session_id, messages, wait=True)
             return
-        # The child of the ready summary: the summary and what came after what it covers.
         behind = decision.usage.tokens - ready.tokens
-        child = behind + self.compacter.counter_text(ready.text)
         trigger = decision.trigger_tokens
-        # The API's summary is usable while the child saves what a compaction must.
-        limit = trigger * 0.75 if ready.block is not None else trigger // 2
-        if behind > trigger * CLOSE_ENOUGH and child > limit:
-            yield from self.collect(session_id, messages, wait=True)
+        if behind <= trigger * CLOSE_ENOUGH:
+            return
+        if ready.block is not None:
+            # The API's summary is usable while its child (the summary, then every turn since
+            # what it covers) saves what a compaction must: nobody waits for a refresh.
+            child = behind + self.compacter.counter_text(ready.text)
+            if child <= trigger * (1 - self.compacter.settings.min_savings):
+                return
+        yield from self.collect(session_id, messages, wait=True)
 
     def maybe_start(
         self,

@@ -4,8 +4,9 @@ Compaction cannot cut the newest tool results (the model has not seen them yet),
 results alone overflow the window would end the turn with a refused request. Instead, when the
 API refuses the request and compaction cannot make room, the newest round's largest results are
 shortened for the model — head, tail and the lines that look like errors or locations
-(:func:`agentloop._core.shorten.shorten`), saying how much was left out — and the request is
-sent again, while the conversation and the store keep them whole. A result shortened once is
+(:func:`agentloop._core.shorten.shorten`), saying how much was left out, in the words of
+:mod:`agentloop._core.round_fit` — and the request is sent again, while the conversation and
+the store keep them whole. A result shortened once is
 sent the same way in every later request (the prompt cache keeps working), until a compaction
 replaces it.
 """
@@ -17,9 +18,10 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from agentloop._core.blocks import Block, ToolResultBlock, is_tool_result, only_text
+from agentloop._core.blocks import Block, ToolResultBlock, is_tool_result
 from agentloop._core.compaction_core import CompactionCore
 from agentloop._core.messages import ContentBlock, Message
+from agentloop._core.round_fit import MIN_CHARS, result_text, shortened_result
 from agentloop._core.shorten import shorten
 
 __all__ = ["Shortened", "as_sent", "shorten_newest"]
@@ -27,8 +29,6 @@ __all__ = ["Shortened", "as_sent", "shorten_newest"]
 Shortened = dict[str, str]
 """What each shortened tool result (by its ``tool_use_id``) is sent as."""
 
-_MIN_CHARS = 2_000
-"""A shortened result keeps at least this much of itself."""
 _MARGIN = 0.9
 """How far under the room it aims (the local estimate of a shortened text errs)."""
 _REFUSED = (
@@ -77,21 +77,16 @@ def shorten_newest(
         if excess <= 0:
             break
         block = last.content[index]
-        whole = _text_of(block)
+        whole = result_text(block)
         current = _sent_text(block, shortened)
-        if whole is None or current is None or len(current) <= _MIN_CHARS:
+        if whole is None or current is None or len(current) <= MIN_CHARS:
             continue
         tokens = max(1, compacter.counter.count_message(Message.user(current)))
-        keep = max(_MIN_CHARS, int(len(current) * (tokens - excess) / tokens))
+        keep = max(MIN_CHARS, int(len(current) * (tokens - excess) / tokens))
         short = shorten(whole, keep)
         if len(short) >= len(current):
             continue
-        shortened[str(block.get("tool_use_id"))] = (
-            f"[This tool result was shortened to fit the context window: {len(whole):,} "
-            f"characters, about {len(whole) - len(short):,} of them left out here. The whole "
-            "result is kept in the session; run the tool again on a narrower part (a range of "
-            "lines, a pattern) for what is missing.]\n" + short
-        )
+        shortened[str(block.get("tool_use_id"))] = shortened_result(whole, short)
         excess -= tokens - compacter.counter.count_message(Message.user(short))
         notes.append(
             f"a tool result of {len(whole):,} characters did not fit what is left of the "
@@ -119,19 +114,9 @@ def _results(message: Message) -> list[tuple[int, ToolResultBlock]]:
     return [(i, b) for i, b in enumerate(message.content) if is_tool_result(b)]
 
 
-def _text_of(block: Block) -> str | None:
-    """The text of a tool result (a string, or text blocks only), else None."""
-    content = block.get("content")
-    if isinstance(content, str):
-        return content
-    if only_text(content):
-        return "\n".join(str(item.get("text", "")) for item in content)
-    return None
-
-
 def _sent_text(block: Block, shortened: Shortened) -> str | None:
     short = shortened.get(str(block.get("tool_use_id")))
-    return short if short is not None else _text_of(block)
+    return short if short is not None else result_text(block)
 
 
 def _as_shortened(message: Message, shortened: Shortened) -> Message:

@@ -23,6 +23,7 @@ from agentloop._core.model import (
     EFFORT_LEVELS,
     AsyncModel,
     Model,
+    ModelRequest,
     ModelResponse,
     OutputLimitedModel,
     Thinking,
@@ -224,6 +225,19 @@ class TurnRules:
         self.messages = self.messages[:start]
         self._local_sum = None
         self.events.on_warning(refusal_line(response))
+
+    def _redo_larger(self, request: ModelRequest, response: ModelResponse) -> bool:
+        """Whether a reply that ``max_tokens`` cut inside a tool call is asked again, with a
+        larger ``max_tokens`` (where the model and the window leave room for one)."""
+        if response.stop_reason != "max_tokens":
+            return False
+        self._max_tokens_once = grown_max_tokens(request.max_tokens, self._room())
+        if self._max_tokens_once is None:
+            return False
+        self.events.on_reply_incomplete(
+            f"the reply reached max_tokens ({request.max_tokens:,}) inside a tool call"
+        )
+        return True
 
     def _room(self) -> int | None:
         """The most ``max_tokens`` a request may carry now: the model's limit, within what the

@@ -14,6 +14,7 @@ import socket
 import struct
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import replace
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
@@ -81,6 +82,19 @@ def _block_events(index: int, block: dict[str, Any], chunk_chars: int) -> Iterat
     for delta in deltas:
         yield "content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta}
     yield "content_block_stop", {"type": "content_block_stop", "index": index}
+
+
+def past_thinking(fault: Fault | None, message: dict[str, Any], chunk_chars: int) -> Fault | None:
+    """``fault`` with its ``after_events`` counted past the events of the thinking blocks a
+    reply begins with: a fault scripted for a text reply hits the text, thinking or not."""
+    if fault is None or fault.kind == "no_stop":
+        return fault
+    skipped = 0
+    for index, block in enumerate(message["content"]):
+        if block.get("type") not in ("thinking", "redacted_thinking"):
+            break
+        skipped += sum(1 for _ in _block_events(index, block, chunk_chars))
+    return replace(fault, after_events=fault.after_events + skipped) if skipped else fault
 
 
 class _Body:

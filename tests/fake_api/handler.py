@@ -13,7 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 
 from fake_api.compaction import compaction_reply
-from fake_api.faults import send_json, send_stream, stream_events
+from fake_api.faults import past_thinking, send_json, send_stream, stream_events
 from fake_api.gate import Admitted, admit
 from fake_api.ondemand import summarize
 from fake_api.replies import (
@@ -242,7 +242,7 @@ class RequestHandler(BaseHTTPRequestHandler):
                 events,
                 headers=reply.headers,
                 framing=reply.framing,
-                fault=reply.fault,
+                fault=past_thinking(reply.fault, message, self.fake.stream_chunk_chars),
                 request_id=request_id,
                 stopped=stopped,
             )

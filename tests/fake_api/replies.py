@@ -37,7 +37,8 @@ class Fault:
     ``after_events`` events, then the bytes ``raw`` as they are (a line that is not JSON, an
     event of the wrong shape, an ``error`` event), then go on, drop, or end the stream cleanly
     (``then="end"``, as the API does after an ``error`` event). ``reached`` is set when the
-    fault point is reached.
+    fault point is reached. ``after_events`` does not count the events of the thinking blocks a
+    reply begins with (:func:`fake_api.faults.past_thinking`).
     """
 
     kind: FaultKind

@@ -140,7 +140,7 @@ def add_thinking(
         out.append(block)
     if lead is not None:
         out.append(lead)
-    count = sum(1 for block in out if block.get("type") in THINKING_TYPES)
+    count = sum(1 for block in out if block.get("type") in THINKING_TYPES and not _signed(block))
     if count == 0:
         return out
     tokens = reply.thinking_tokens if reply.thinking_tokens is not None else fake.thinking_tokens
@@ -151,12 +151,15 @@ def add_thinking(
         block.pop("_auto", None)
         if block.get("type") not in THINKING_TYPES:
             continue
-        key = "data" if block.get("type") == "redacted_thinking" else "signature"
-        if block.get(key):
+        if _signed(block):
             continue  # a signature the test chose (foreign or altered on purpose)
         signer.sign(block, out[:index], seq, count)
         seq += 1
     return out
+
+
+def _signed(block: Mapping[str, Any]) -> bool:
+    return bool(block.get("data" if block.get("type") == "redacted_thinking" else "signature"))
 
 
 def _new_block(text: str, redacted: bool) -> dict[str, Any]:

@@ -139,9 +139,12 @@ def check_notices(run: Run, store: SessionStore, workspace: Path) -> list[str]:
         assert entry.messages_before == count
         assert entry.tokens_before == int(notice["before"].strip("~").replace(",", ""))
         assert entry.tokens_after == int(notice["after"].strip("~").replace(",", ""))
-        # The child opens with the compacted prefix.
+        # The child opens with the compacted prefix, or the API's own summary (issue 27).
         first = store.get_messages(child.id)[0]
-        assert first.role == "user" and first.content[0]["text"].startswith(PREFIX_START)
+        if first.role == "assistant":
+            assert [block["type"] for block in first.content] == ["compaction"]
+        else:
+            assert first.role == "user" and first.content[0]["text"].startswith(PREFIX_START)
         children.append(child.id)
     return children
 

@@ -33,7 +33,11 @@ def only_session(path: Path) -> list[Message]:
 
 
 def texts(history: list[Message]) -> list[str]:
-    return [str(m.content[0].get("text", m.content[0].get("type"))) for m in history]
+    """The first block of each message that is not thinking (5.x replies begin with it)."""
+    firsts = [
+        next((b for b in m.content if b.get("type") != "thinking"), m.content[0]) for m in history
+    ]
+    return [str(b.get("text", b.get("type"))) for b in firsts]
 
 
 def request() -> ModelRequest:

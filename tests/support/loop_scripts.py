@@ -212,7 +212,8 @@ def scripted_loop(
         context_window=window,
         model=model,
         max_output_tokens=512,
-        settings=CompactionSettings(enabled=enabled, prepare_at=prepare_at),
+        # These tests follow agentloop's own summarizer (the API's: test_api_compaction_e2e).
+        settings=CompactionSettings(enabled=enabled, prepare_at=prepare_at, api_summary=False),
     )
     recorder = Recorder(script)
     loop = AgentLoop(

@@ -181,10 +181,12 @@ def replay(
     prepare_at: float | None = PREPARE_AT,
     reply_delay: float = 0.0,
     summary_delay: float = 0.0,
+    api_summary: bool = False,
 ) -> ReplayRun:
     """Run the transcript's turns through an :class:`AgentLoop` on the real SDK (``system``
     replaces the transcript's system prompt; ``prepare_at`` None: no summary prepared ahead;
-    the delays are how long the server takes for each reply and each summary)."""
+    the delays are how long the server takes for each reply and each summary; ``api_summary``:
+    the API writes the summaries where the model offers it, else agentloop's summarizer)."""
     handler = Replayer(transcript, summary, reply_delay, summary_delay)
     server.handler = handler
     results = recorded_results(transcript.messages)
@@ -205,6 +207,7 @@ def replay(
         strategy=strategy,  # type: ignore[arg-type]
         summary_model=summary_model,
         prepare_at=prepare_at,
+        api_summary=api_summary,
     )
     compacter = ConversationCompacter(
         model=model, model_name=MODEL, context_window=window, settings=settings
