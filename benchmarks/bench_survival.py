@@ -191,7 +191,12 @@ def _store_session(store: SessionStore, history: Sequence[Message]) -> str:
 
 
 def measure_transcript(
-    transcript: Transcript, store: SessionStore, survival: Survival, *, compactions: int
+    transcript: Transcript,
+    store: SessionStore,
+    survival: Survival,
+    *,
+    compactions: int,
+    window: int = WINDOW,
 ) -> None:
     """Compact ``transcript`` ``compactions`` times in succession and tally every span."""
     original = as_messages(transcript.messages)
@@ -205,7 +210,7 @@ def measure_transcript(
 
     compacter = ConversationCompacter(
         model_name=MODEL,
-        context_window=WINDOW,
+        context_window=window,
         settings=CompactionSettings(strategy="summarize"),
     )
     context: list[Message] = []
@@ -273,7 +278,10 @@ def transcripts(seeds: Sequence[int], size: int) -> Iterator[Transcript]:
 
 
 def measure(
-    seeds: Sequence[int] = (0,), size: int = 240, compactions: int = COMPACTIONS
+    seeds: Sequence[int] = (0,),
+    size: int = 240,
+    compactions: int = COMPACTIONS,
+    window: int = WINDOW,
 ) -> Survival:
     """The survival of every fact of the corpus (see the module's docstring)."""
     survival = Survival()
@@ -282,7 +290,9 @@ def measure(
         store = open_store(Path(home) / "survival.db")
         try:
             for transcript in transcripts(seeds, size):
-                measure_transcript(transcript, store, survival, compactions=compactions)
+                measure_transcript(
+                    transcript, store, survival, compactions=compactions, window=window
+                )
         finally:
             store.close()
     return survival
@@ -316,11 +326,13 @@ def receipt_timing(runs: int = 5) -> tuple[int, int, int, float]:
     transcript = CORPUS["coding"](0, 300)
     tokens = FakeAnthropicServer().count_input_tokens(transcript.body())
     history = as_messages(transcript.messages)
-    compacter = ConversationCompacter(
-        model_name=MODEL, context_window=WINDOW, settings=CompactionSettings(strategy="summarize")
-    )
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
+        warnings.simplefilter("ignore")  # no model: the digest, as in the table
+        compacter = ConversationCompacter(
+            model_name=MODEL,
+            context_window=WINDOW,
+            settings=CompactionSettings(strategy="summarize"),
+        )
         transition = compacter.compact_and_transition("r", history, force=True)
     assert transition is not None
     child = list(transition.compacted_messages)
@@ -338,11 +350,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--size", type=int, default=240)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
     parser.add_argument("--compactions", type=int, default=COMPACTIONS)
+    parser.add_argument("--window", type=int, default=WINDOW)
     args = parser.parse_args(argv)
-    survival = measure(args.seeds, args.size, args.compactions)
+    survival = measure(args.seeds, args.size, args.compactions, args.window)
     print(
         f"{survival.transcripts} transcripts, {survival.compactions} compactions "
-        f"(window {WINDOW:,}, digest summaries)\n"
+        f"(window {args.window:,}, digest summaries)\n"
     )
     print(table(survival))
     messages, tokens, facts, seconds = receipt_timing()

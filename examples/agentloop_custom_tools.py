@@ -62,7 +62,8 @@ class Printer(LoopEvents):
         )
         prefix = transition.compacted_messages[0]
         state = next(b["text"] for b in prefix.content if "<preserved-state>" in b["text"])
-        print("[the hook's state travels with it:]", state.splitlines()[2])
+        lines = state.splitlines()  # the ledger first, then the hooks' sections
+        print("[the hook's state travels with it:]", lines[lines.index("## Inventory") + 1])
 
 
 def build_model() -> tuple[Any, str]:

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from fake_api import FakeAnthropicServer, ReplySpec, text_reply, tool_reply
+from support.cli import CLI
 from support.loop_scripts import SYSTEM, Recorder, Script, filler, is_summary_request
 
 from agentloop import (
@@ -243,3 +244,25 @@ def test_a_background_swap_keeps_the_turns_appended_meanwhile(
         sent = [len(b["messages"]) for b in fake_api.message_requests if b.get("compaction")]
         assert covered in sent
     assert fake_api.refusals == [] and fake_api.violations == []
+
+
+def test_a_14_turn_cli_session_with_tools_at_16k_compacts_on_the_default_model(
+    cli: CLI, workspace: Path
+) -> None:
+    from agentloop._core.validation import DEFAULT_MODEL
+
+    assert DEFAULT_MODEL == SONNET_55
+    lines = []
+    for n in range(TURNS):
+        body = "\n".join(f"value_{n}_{line} = {line}  # {filler('note', 12)}" for line in range(90))
+        (workspace / f"module_{n}.py").write_text(body + "\n")
+        lines.append(filler(f"request {n}", 60))
+        cli.script.add(tool_reply(("read_file", {"path": f"module_{n}.py"}), text="Reading."))
+        cli.script.add(text_reply(filler(f"answer {n}", 80)))
+    run = cli.run("--context-window", str(WINDOW), stdin="\n".join(lines) + "\n")
+    assert run.code == 0, run.err
+    assert run.notices, run.err
+    assert "written by the API" in run.err or "prepared in the background by the API" in run.err
+    bodies = cli.fake_api.message_requests
+    assert any(body.get("compaction") is not None for body in bodies)
+    assert cli.fake_api.refusals == []  # and the fixture: no violation either

@@ -95,8 +95,11 @@ def test_every_surface_shows_a_compaction_s_figures_alike(cli: CLI, workspace: P
         (compacted,) = [line for line in show.out.splitlines() if line.startswith("Compacted")]
         assert figures in compacted
         export = cli.run("sessions", "export", child)
-        (meta,) = [line for line in export.out.splitlines() if line.startswith("- **Compacted:**")]
-        assert figures in meta
+        section = export.out.split(f"## Session `{child[:8]}`")[1]  # the whole conversation
+        assert section.split("\n")[2].startswith(
+            f"The conversation was compacted {shown['count']} →"
+        )
+        assert figures in section.split("\n")[2]
         # JSON: the numbers and their sources.
         entry = by_child[child]
         assert entry["tokens_before"] == int(shown["before"].strip("~").replace(",", ""))

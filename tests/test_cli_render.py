@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from agentloop._cli.markup import fence, markdown_text
-from agentloop._cli.render import Column, cut, fit_keeping_end, fit_table
+from agentloop._cli.render import Column, cut, fit_table
 
 
 def test_a_fence_is_longer_than_any_backtick_run_inside() -> None:
@@ -43,8 +43,10 @@ def test_fit_table_drops_and_cuts_to_the_width() -> None:
     assert "MODEL" not in tiny[0] and all(len(line) <= 24 for line in tiny)
 
 
-def test_cut_and_fit_keeping_end() -> None:
+def test_cut_and_cut_at_a_word() -> None:
+    from agentloop._cli.cells import cut_words
+
     assert cut("abcdef", 4) == "abc…"
     assert cut("/home/me/project", 8, keep_end=True) == "…project"
-    line = fit_keeping_end("x" * 100, "◀ resume continues here", 60)
-    assert len(line) == 60 and line.endswith("◀ resume continues here")
+    assert cut_words("the title of a long conversation", 16) == "the title of a…"
+    assert cut_words("unbreakable", 6) == "unbre…"

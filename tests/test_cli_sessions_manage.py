@@ -16,6 +16,7 @@ import pytest
 
 from agentloop._cli import list_commands as listing
 from agentloop._cli import transcript
+from agentloop._cli.conversation_export import export_conversation
 from agentloop._cli.main import main
 from sessions import NewMessage, SessionStore, open_store, workspace_key
 
@@ -158,10 +159,10 @@ def test_export_numbers_like_show_and_keeps_its_headings_apart(tmp_path: Path) -
             ],
         )
         markdown, shown = io.StringIO(), io.StringIO()
-        transcript.export_command(store, markdown, session.id)
+        export_conversation(store, markdown, session.id)
         transcript.show_command(store, shown, session.id)
     text = markdown.getvalue()
-    assert "\n## #1 User\n" in text and "\n## #2 Assistant\n" in text
+    assert "\n### #1 User\n" in text and "\n### #2 Assistant\n" in text
     assert "── #1 user" in shown.getvalue() and "── #2 assistant" in shown.getvalue()
     # Only the messages' own headings are level 2; the summary's sit below them.
     lines = text.splitlines()

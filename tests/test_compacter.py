@@ -577,7 +577,7 @@ def test_fewer_than_three_messages_are_never_compacted() -> None:
     c = compacter(window=1_000)
     history = [Message.user("x" * 8_000), Message.assistant("y" * 8_000)]
     assert c.compact_and_transition("p", history, force=True) is None
-    assert "only 2 message(s)" in c.should_compact(history, force=True).reason
+    assert "only 2 messages" in c.should_compact(history, force=True).reason
 
 
 def test_strategy_none_never_compacts() -> None:

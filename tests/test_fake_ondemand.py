@@ -296,3 +296,16 @@ def test_thinking_made_after_the_block_is_bound_to_it(server: FakeAnthropicServe
     edited[-4]["content"] = "next, edited"
     session.messages = [*edited, {"role": "user", "content": "more"}]
     assert "different conversation" in str(session.error().message)
+
+
+def test_the_compaction_call_reads_the_conversations_prompt_cache(
+    server: FakeAnthropicServer,
+) -> None:
+    server.cache_min_tokens = 1
+    session = talked(server, 2)
+    marked: Any = {"type": "ephemeral"}
+    session.messages.append({"role": "user", "content": "one more"})
+    server.enqueue(text_reply("sure"))
+    written = session.create(cache_control=marked).usage.cache_creation_input_tokens
+    (iteration,) = session.compact(cache_control=marked).usage.iterations or []
+    assert written and iteration.cache_read_input_tokens == written

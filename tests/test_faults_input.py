@@ -63,7 +63,7 @@ def test_non_utf8_stdin_file_names_and_output_carry_replacements_and_agree(agent
             ToolCall("run_command", {"command": "printf 'out: caf\\351\\n'; ls"}),
         ),
         text_reply("three"),
-        text_reply("four"),
+        text_reply("four", thinking=False),  # the stored reply: its text only
     )
     stdin = b"Turn 1 plain\nTurn 2: caf\xe9 \xff\xfe\nTurn 3: look at the files\nTurn 4: \xc3\n"
 
@@ -88,7 +88,7 @@ def test_non_utf8_stdin_file_names_and_output_carry_replacements_and_agree(agent
 
 
 def test_non_utf8_argument_and_piped_bytes_in_print_mode(agent: Agent) -> None:
-    agent.script.add(text_reply("answered"))
+    agent.script.add(text_reply("answered", thinking=False))  # the stored reply: its text only
 
     process = agent.run(
         "--context-window", WINDOW, "-p", b"explain caf\xe9", stdin=b"piped \xff bytes\n"

@@ -59,7 +59,8 @@ def test_the_start_line_and_a_reply_drawn_as_markdown(
 ) -> None:
     model.replies.append(text_reply(REPLY))
     term = launch("--context-window", "50000")
-    term.expect(r"agentloop · claude-[\w.-]+ · 50,000-token window \(--context-window\) · ")
+    # (wrapped at a word where the workspace's path makes it wider than the terminal)
+    term.expect(r"agentloop · claude-[\w.-]+ · 50,000-token window \(--context-window\) ·\s")
     term.prompt()
     term.send("plan it\r")
     term.expect("• first step")
@@ -168,7 +169,7 @@ def test_resume_without_an_id_offers_a_picker(
     term.expect("Recent conversations in")
     term.expect(r"1 .* the newer topic")
     term.expect(r"2 .* the older topic")
-    term.expect(r"Resume which\? \[1-2, Enter: 1, q: none\]")
+    term.expect(r"Resume which\? \[↑↓ or 1-2, Enter: resume, q: none\] 1")
     term.send("2\r")
     term.expect(f"Resuming session {older[:8]}")
     term.expect("you: the older topic")

@@ -44,7 +44,7 @@ def test_while_compaction_waits_the_status_line_shows_the_threshold_in_force(
     term.prompt()
     term.send("/undo-compaction\r")
     term.expect("Compaction undone")
-    held = term.expect(r"automatic compaction waits until it passes [\d,]+ tokens")
+    held = term.expect(r"automatic compaction waits until it\s+passes\s+[\d,]+\s+tokens")
     term.prompt()
     term.send("go on\r")
     term.expect("still answering")
@@ -183,3 +183,38 @@ def test_model_shows_and_switches_the_model_saying_what_it_costs(
         "claude-opus-5-5",
     ]
     assert "/help" not in term.screen.split("/model claude-opus-5-5")[0].split("from sonnet")[1]
+
+
+def test_the_resume_picker_fits_80_columns_and_takes_arrow_keys(
+    cli: CLI, launch: Callable[..., Terminal]
+) -> None:
+    topics = [
+        "the older topic, with a title long enough to need cutting at eighty columns wide",
+        "the middle topic",
+        "the newer topic",
+    ]
+    for topic in topics:
+        cli.script.add(text_reply(f"about {topic[:16]}"))
+        assert cli.run("-p", topic).code == 0
+    with cli.store() as store:
+        newest, middle, oldest = (c.head.id for c in store.list_conversations(limit=None))
+
+    term = launch("-r", columns=COLUMNS)
+    term.expect("Recent conversations in")
+    term.expect(r"Resume which\? \[↑↓ or 1-3, Enter: resume, q: none\] 1")
+    term.send("\x1b[B")  # ↓: the second
+    term.expect(r"q: none\] 2")
+    term.send("\x1b[B\x1b[B")  # ↓ ↓: the third, and no further
+    term.expect(r"q: none\] 3")
+    term.send("\x1b[A")  # ↑: back to the second
+    term.expect(r"q: none\] 2")
+    term.send("\r")
+    term.expect(f"Resuming session {middle[:8]}")
+    term.prompt()
+    term.send("\x04")
+    assert term.wait() == 0
+    table = term.raw.split("Recent conversations in")[1].split("Resume which")[0]
+    rows = [line for line in _visible_lines(table) if line.strip()][1:]  # (the workspace)
+    assert len(rows) == 4  # the header and three conversations, none wrapped
+    assert all(cells(row) <= COLUMNS for row in rows), rows
+    assert newest != oldest

@@ -24,7 +24,7 @@ import pytest
 from support.store_contract import drop_schema, fresh_schema, postgres_unavailable, postgres_url
 from support.store_contract import with_schema as schema_url
 
-from agentloop._cli import transcript
+from agentloop._cli.conversation_export import export_conversation
 from agentloop._cli.main import main
 from agentloop._cli.sessions_commands import parse_duration
 from sessions import NewMessage, SessionStore, open_store, workspace_key
@@ -392,11 +392,11 @@ def test_the_export_escapes_the_title_like_the_body(tmp_path: Path) -> None:
             session.id, [NewMessage(role="user", content=[{"type": "text", "text": title}])]
         )
         out = io.StringIO()
-        transcript.export_command(store, out, session.id)
+        export_conversation(store, out, session.id)
     heading, *_ = out.getvalue().splitlines()
     assert heading == "# Why &lt;summary> vanished in `<b>` and issue \\#"
     # The body's own text is escaped the same way.
-    assert "Why &lt;summary> vanished in `<b>`" in out.getvalue().split("## #1 User")[1]
+    assert "Why &lt;summary> vanished in `<b>`" in out.getvalue().split("### #1 User")[1]
 
 
 # -- --help lists fork --------------------------------------------------------------------------

@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import json
 import re
+from pathlib import Path
 
 import pytest
 from fake_api import text_reply
@@ -14,6 +15,11 @@ from support.cli import CLI, WINDOW, conversation_lines
 from support.loop_scripts import filler
 
 from agentloop._cli import list_commands
+from agentloop._cli.cells import cells
+from agentloop._cli.search_command import search_command
+from sessions import CompactionStrategy, NewMessage, open_store
+
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 COLUMNS = 80
 OLDER = ("-m", "claude-sonnet-4-5")
@@ -87,9 +93,9 @@ def _at(pattern: str, line: str, *, start: bool = False) -> int:
 
 
 def test_export_writes_every_session_of_the_conversation_once_in_order(cli: CLI) -> None:
-    parent, child, branch = _undone(cli)
+    parent, _, branch = _undone(cli)
 
-    markdown = cli.run("sessions", "export", child[:8])
+    markdown = cli.run("sessions", "export", parent[:8])
     as_json = cli.run("sessions", "export", parent[:8], "--json")
     as_format = cli.run("sessions", "export", parent[:8], "--format", "json")
 
@@ -99,7 +105,7 @@ def test_export_writes_every_session_of_the_conversation_once_in_order(cli: CLI)
     assert sessions == [parent, branch] and json.loads(as_format.out) == json.loads(as_json.out)
     text = markdown.out
     for n in range(4):  # every request said, once, in order
-        assert text.count(f"request {n}: alpha") == 1, n
+        assert text.count(f"\n\nrequest {n}: alpha") == 1, n  # a message, not the title
     assert (
         text.index("request 0: alpha") < text.index("request 3: alpha") < text.index("keep going")
     )
@@ -121,13 +127,50 @@ def test_export_of_a_compacted_conversation_shows_the_summary_once(cli: CLI) -> 
 
     assert run.code == 0, run.err
     assert run.out.count("### #") == total  # the parent's 8, then the 2 said after it
-    assert "The conversation was compacted 8 →" in run.out and "(carried over)" in run.out
+    assert "The conversation was compacted 8 →" in run.out
+    assert "(the compacted context)" in run.out and "carried over as said above" in run.out
     assert run.out.count("after the compaction") == 1
+    for n in range(4):  # the verbatim tail is not written twice
+        assert run.out.count(f"\n\nrequest {n}: alpha") == 1, n
 
 
 def test_every_sessions_subcommand_has_its_own_usage_line(cli: CLI) -> None:
-    run = cli.run("sessions", "export")
+    run = cli.run("sessions", "export", "--help")
 
-    assert run.code == 2
-    assert run.err.splitlines()[0].startswith("usage: agentloop sessions export [-h]")
-    assert "{sessions,demo}" not in run.err
+    assert run.code == 0
+    assert run.out.splitlines()[0].startswith("usage: agentloop sessions export [-h]")
+    assert "{sessions,demo}" not in run.out and "--json" in run.out
+
+
+# -- 7. search ---------------------------------------------------------------------------------
+
+
+def test_search_shows_the_match_highlighted_and_the_users_own_words_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", str(COLUMNS))
+    title = "Please refactor the tokenizer module and keep the public names stable for callers"
+    said = " ".join(f"word{n}" for n in range(300)) + " the zanzibar key is rotated weekly"
+    with open_store(tmp_path / "s.db") as store:
+        session = store.create_session(model="m", workspace="/w", title=title)
+        store.append_messages(
+            session.id,
+            [
+                NewMessage(role="user", content=[{"type": "text", "text": said}]),
+                NewMessage(role="assistant", content=[{"type": "text", "text": "noted"}]),
+            ],
+        )
+        summary = "## Goal\n- the user said the zanzibar key is rotated weekly"
+        child = store.compact(session.id, CompactionStrategy.SUMMARIZE, summary).session_id
+        out = Screen()
+        search_command(store, out, "zanzibar", workspace="/w")
+    lines = out.getvalue().splitlines()
+    heads = [line for line in lines if not line.startswith(" ")]
+    # The user's own message first, the summary quoting it after.
+    assert [h[:8] for h in heads if h] == [session.id[:8], child[:8]]
+    assert all(cells(ANSI.sub("", line)) <= COLUMNS for line in lines)
+    # The match shows (not the message's start), highlighted; the title is cut at a word.
+    first = lines[1:3]
+    assert "\x1b[1mzanzibar\x1b[0m" in first[0] + first[1]
+    assert "word0 " not in "".join(first)
+    assert re.search(r'"Please refactor the tokenizer module and( \w+)*…$', heads[0]), heads[0]

@@ -3,7 +3,8 @@ was said after the compaction (the compacted session and the parent stay as they
 
 from __future__ import annotations
 
-from agentloop._adapters.records import COUNTED, fork_session
+from agentloop._adapters.records import COUNTED, fork_session, from_record, to_record
+from agentloop._core.cut_and_prune import unbound_thinking
 from agentloop._errors import AgentloopError
 from agentloop._sessions import NewMessage, SessionStore
 
@@ -31,11 +32,10 @@ def undo_branch(store: SessionStore, session_id: str) -> tuple[str, int]:
     if since:
         # Their API figures measured the compacted context, not this one: dropped, so the
         # branch is measured from the parent's figures (billing goes by where a message was
-        # first written, and stays with the compacted session).
-        store.append_messages(
-            branch,
-            [_unmeasured(message.to_new()) for message in since],
-        )
+        # first written, and stays with the compacted session). Their thinking was bound to
+        # the compacted context: it goes too (the API would refuse it after the parent).
+        carried, _ = unbound_thinking((), [from_record(message) for message in since])
+        store.append_messages(branch, [_unmeasured(to_record(message)) for message in carried])
     return branch, len(since)
 
 

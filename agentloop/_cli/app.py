@@ -380,9 +380,9 @@ def _picker(options: AgentOptions, stdin: TextIO) -> Picker | None:
     """The ``-r`` picker where someone can answer it (else ``-r`` takes the latest)."""
     if not options.pick or options.print_mode or not stdin.isatty():
         return None
-    from agentloop._cli.resume import terminal_picker
+    from agentloop._cli.picker import terminal_picker
 
-    return terminal_picker(_terminal(stdin).read_line, sys.stderr)
+    return terminal_picker(_terminal(stdin).read_key, sys.stderr)
 
 
 def _terminal(stdin: TextIO) -> TerminalInput:

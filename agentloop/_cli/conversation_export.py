@@ -132,13 +132,21 @@ def _as_markdown(parts: list[Part]) -> str:
         if part.made_by is not None:
             note = render.compaction_note(part.made_by, session.metadata).removeprefix("← ")
             out.append(f"The conversation was {note}; the model went on from this context:\n")
+            earlier = parts[index - 1].messages if index else []
+            copies = [m for m in part.carried if any(_same(m, e) for e in earlier)]
             for message in part.carried:
-                out.append(f"\n> **{message.role}** (carried over)\n>\n")
+                if message in copies:
+                    continue  # said above, word for word
+                out.append(f"\n> **{message.role}** (the compacted context)\n>\n")
                 for block in message.content:
                     text = markup.markdown_block(block)
                     out.append(
                         "".join(f"> {line}\n" if line else ">\n" for line in text.split("\n"))
                     )
+            if copies:
+                out.append(
+                    f"\n(then {plural(len(copies), 'message')} carried over as said above)\n"
+                )
         elif index:
             source = parts[index - 1].session.id[:8]
             out.append(

@@ -152,15 +152,6 @@ def fit(line: str, width: int | None) -> str:
     return cut_cells(line, max(width, 1))
 
 
-def fit_keeping_end(line: str, end: str, width: int | None) -> str:
-    """``line`` then ``end``, cutting ``line`` (not ``end``) to fit ``width``."""
-    if not end:
-        return fit(line, width)
-    if width is None or cells(line) + 2 + cells(end) <= width:
-        return f"{line}  {end}"
-    return f"{cut(line, max(width - cells(end) - 2, 1))}  {end}"
-
-
 def terminal_width(out: TextIO) -> int | None:
     # Only a person at a terminal wants lines cut to fit; pipes get everything.
     if not out.isatty():

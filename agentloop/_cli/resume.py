@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING
 
 from agentloop._core.figures import plural
 from agentloop._errors import AgentloopError
@@ -166,55 +166,3 @@ def orientation(
                 f"(cd there to work on that project)"
             )
     return lines
-
-
-def terminal_picker(read_line: Callable[[], str], screen: TextIO) -> Picker:
-    """The ``-r`` picker on a terminal: a numbered table of recent conversations on
-    ``screen``, then a number (Enter: the first) read with ``read_line``."""
-
-    def pick(recent: Sequence[Conversation], workspace: str) -> str:
-        from datetime import UTC, datetime
-
-        from agentloop._cli.render import Column, ago, fit_table, home_short, one_line
-        from agentloop._cli.render import terminal_width as width_of
-
-        now = datetime.now(UTC)
-        columns = [
-            Column("#", right=True),
-            Column("UPDATED"),
-            Column("ID"),
-            Column("MSGS", right=True),
-            Column("TITLE", flex=True, min_width=12),
-        ]
-        rows = [
-            [
-                str(number),
-                ago(c.updated_at, now),
-                c.head.id[:8],
-                f"{c.head.message_count:,}",
-                one_line(c.head.title) if c.head.title else "-",
-            ]
-            for number, c in enumerate(recent, start=1)
-        ]
-        screen.write(f"Recent conversations in {home_short(workspace)}:\n")
-        for line in fit_table(columns, rows, width_of(screen)):
-            screen.write(f"  {line}\n")
-        while True:
-            screen.write(f"Resume which? [1-{len(recent)}, Enter: 1, q: none] ")
-            screen.flush()
-            try:
-                answer = read_line().strip().lower()
-            except EOFError:
-                answer = "q"
-            if answer in ("q", "quit", "n"):
-                raise NothingChosen("no session resumed (none chosen)")
-            if not answer:
-                return recent[0].head.id
-            if answer.isdigit() and 1 <= int(answer) <= len(recent):
-                return recent[int(answer) - 1].head.id
-            chosen = [c for c in recent if c.head.id.startswith(answer)]
-            if len(chosen) == 1:
-                return chosen[0].head.id
-            screen.write(f"  {answer!r} is none of them; give a number from the list\n")
-
-    return pick

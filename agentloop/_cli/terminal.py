@@ -29,12 +29,30 @@ def clean_typed(text: str) -> str:
     return _CONTROL.sub("", _ESCAPES.sub("", text))
 
 
+_KEYS = (
+    ("\x1b[A", "up"),
+    ("\x1bOA", "up"),
+    ("\x1b[B", "down"),
+    ("\x1bOB", "down"),
+    ("\r\n", "enter"),
+    ("\r", "enter"),
+    ("\n", "enter"),
+    ("\x7f", "backspace"),
+    ("\x08", "backspace"),
+    ("\x04", "eof"),
+    ("\x03", "interrupt"),
+    ("\x1b", "escape"),
+)
+
+
 class TerminalInput:
     """The terminal on file descriptor ``fd`` (standard input)."""
 
     def __init__(self, fd: int) -> None:
         self.fd = fd
         self._kept: list[str] = []
+        self._keys = ""
+        """Keys read and not yet returned by :meth:`read_key` (several may come at once)."""
 
     def _attrs(self) -> list[Any] | None:
         try:
@@ -83,6 +101,35 @@ class TerminalInput:
         text = "".join(self._kept).rstrip("\n")
         self._kept.clear()
         return text
+
+    def read_key(self) -> str:
+        """One key typed now, not echoed: ``up``, ``down``, ``enter``, ``backspace``, ``eof``
+        (Ctrl-D, or the terminal closed), ``interrupt`` (Ctrl-C), ``escape`` or the character."""
+        saved = self._attrs()
+        if saved is not None:
+            raw = [list(item) if isinstance(item, list) else item for item in saved]
+            lflag = raw[3]
+            assert isinstance(lflag, int)
+            raw[3] = lflag & ~(termios.ECHO | termios.ICANON | termios.ISIG)
+            self._set(raw)
+        try:
+            while not self._keys:
+                chunk = os.read(self.fd, 64)
+                if not chunk:
+                    return "eof"
+                self._keys += chunk.decode("utf-8", "replace")
+            for sequence, key in _KEYS:
+                if self._keys.startswith(sequence):
+                    self._keys = self._keys[len(sequence) :]
+                    return key
+            if self._keys[:2] in ("\x1b[", "\x1bO") and len(self._keys) > 2:
+                self._keys = self._keys[3:]  # another arrow or function key: ignored
+                return "other"
+            key, self._keys = self._keys[0], self._keys[1:]
+            return key
+        finally:
+            if saved is not None:
+                self._set(saved)
 
     def read_line(self, prompt: str = "") -> str:
         """One line typed now, echoed (the terminal's own line editing); EOFError at Ctrl-D."""

@@ -1,13 +1,11 @@
-"""``agentloop sessions show`` and ``agentloop sessions export``: one session's messages.
-
-Both number messages the same way (``#1`` is the first); ``export`` writes Markdown whose own
-headings cannot collide with the messages' content, or the JSON object of ``show --json``.
+"""``agentloop sessions show``: one session's messages, numbered as ``export`` numbers them
+(``#1`` is the first; the export of the whole conversation is ``conversation_export``).
 """
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Literal, TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from agentloop._cli import markup, render
 from agentloop._core.figures import plural
@@ -16,8 +14,6 @@ if TYPE_CHECKING:
     from agentloop._adapters.session_costs import CostReport
     from agentloop._core.receipt import Receipt
     from agentloop._sessions import CompactionEntry, Session, SessionStore
-
-ExportFormat = Literal["markdown", "json"]
 
 
 def _show_object(store: SessionStore, session: Session) -> dict[str, object]:
@@ -130,34 +126,3 @@ def show_command(store: SessionStore, out: TextIO, ref: str, *, as_json: bool = 
         out.write("\n" + markup.message_heading(message) + "\n")
         for block in message.content:
             out.write(markup.indent(markup.render_block(block, limit=True)) + "\n")
-
-
-def export_command(
-    store: SessionStore, out: TextIO, ref: str, *, format: ExportFormat = "markdown"
-) -> None:
-    """A session's complete transcript: Markdown, or the object of ``show --json``."""
-    session = store.get_session(ref)
-    if format == "json":
-        render.print_json(_show_object(store, session), out)
-        return
-    title = session.title or f"Session {session.id[:8]}"
-    parts = [f"# {markup.markdown_inline(render.one_line(title))}\n\n"]
-    meta = [
-        ("Session", f"`{session.id}`"),
-        ("Parent", f"`{session.parent_id}`" if session.parent_id else "-"),
-        ("Status", session.status),
-        ("Model", f"`{session.model}`"),
-        ("Workspace", f"`{session.workspace}`"),
-        ("Created", render.when(session.created_at)),
-        ("Updated", render.when(session.updated_at)),
-        ("Messages", f"{session.message_count:,}"),
-    ]
-    made_by = _made_by(store, session)
-    if made_by is not None:
-        meta.append(("Compacted", _made_by_text(made_by, session, f"`{made_by.parent_id}`")))
-    parts.extend(f"- **{name}:** {value}\n" for name, value in meta)
-    for message in store.get_messages(session.id):
-        role = "User" if message.role == "user" else "Assistant"
-        parts.append(f"\n## {markup.number(message)} {role}\n")
-        parts.extend("\n" + markup.markdown_block(block) + "\n" for block in message.content)
-    out.write("".join(parts))

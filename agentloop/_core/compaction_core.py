@@ -393,7 +393,9 @@ class CompactionCore:
             built = yield from strategy.build(job)
             if fallback is not None and not isinstance(built, str):
                 built.fallback = (
-                    fallback if built.fallback is None else f"{fallback}; {built.fallback}"
+                    f"{fallback}: agentloop compacted it itself instead"
+                    if built.fallback is None
+                    else f"{fallback}; {built.fallback}"
                 )
         if isinstance(built, str):
             if not decision.requested:  # one asked for never arms the breaker

@@ -181,7 +181,7 @@ def trigger_tokens(window: int, threshold: float, max_output_tokens: int) -> tup
     if 0 < room_for_reply < at_threshold:
         return room_for_reply, (
             f"triggering at {room_for_reply:,} tokens instead of {at_threshold:,}, the "
-            f"threshold {threshold:.0%}, so that a reply of up to {reserve:,} tokens still fits"
+            f"threshold {threshold:.0%}, so a reply of up to {reserve:,} tokens still fits"
         )
     return at_threshold, f"threshold {threshold:.0%} of {window:,} tokens"
 

@@ -292,7 +292,8 @@ def derive(messages: Sequence[Message], start: Ledger | None = None) -> Ledger:
                     builder.tool(call[0], call[1], text, bool(block.get("is_error")))
             elif message.role == "user" and is_text(block):
                 text = str(block.get("text", ""))
-                if not text.startswith(("<preserved-state>", LEDGER_OPEN)):
+                # agentloop's own carried state is no request, whatever its role
+                if LEDGER_OPEN not in text and not text.startswith("<preserved-state>"):
                     builder.request(text)
     return builder.ledger()
 
@@ -435,8 +436,9 @@ def find_ledger(messages: Iterable[Message]) -> Ledger | None:
 
 
 def ledger_budget(context_window: int) -> int:
-    """The ledger's default token budget: 4 % of the window, between 1,000 and 8,000."""
-    return max(1_000, min(8_000, context_window // 25))
+    """The ledger's default token budget: 4 % of the window, at most 8,000 tokens (a small
+    window gives it little: what the budget cuts stays searchable)."""
+    return min(8_000, context_window // 25)
 
 
 def _tokens(text: str) -> int:

@@ -126,7 +126,8 @@ def _requests(message: Message) -> list[str]:
         for b in message.content
         if is_text(b)
         and str(b.get("text", "")).strip()
-        and not str(b.get("text", "")).startswith(("<preserved-state>", "<ledger>"))
+        and "<ledger>" not in str(b.get("text", ""))
+        and not str(b.get("text", "")).startswith("<preserved-state>")
     ]
 
 

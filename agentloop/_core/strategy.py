@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
-from agentloop._core.context import CompactionDecision, ContextUsage, breaker_margin
+from agentloop._core.context import CompactionDecision, ContextUsage
 from agentloop._core.cut_and_prune import Split, assemble, choose_tail_start, unbound_thinking
 from agentloop._core.effects import CountTokens, Steps, perform
 from agentloop._core.messages import Message, Usage, validate_messages
@@ -103,8 +103,6 @@ class Budget:
     """The verbatim tail's budget."""
     request_chars: int
     """The carried request's cap, when a result must be tightened."""
-    margin: int
-    """How far the context must grow past a failed compaction before the next automatic one."""
     min_savings: float
 
     @classmethod
@@ -118,7 +116,6 @@ class Budget:
             target=target,
             tail_tokens=min(int(window * settings.tail_fraction), target // 2),
             request_chars=CHARS_PER_TOKEN * request_tokens,
-            margin=breaker_margin(window),  # the breaker's policy: context.py
             min_savings=settings.min_savings,
         )
 

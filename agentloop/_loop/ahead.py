@@ -26,6 +26,11 @@ from agentloop._loop.conversation_compacter import ConversationCompacter
 CLOSE_ENOUGH = 0.25
 """A ready summary is applied without waiting for a fresher one in flight when what follows it
 is at most this share of the trigger (the child then stays under half of it)."""
+CLIENT_USABLE = 0.4
+"""Our own ready summary is applied without waiting for the refresh in flight when the summary
+and what follows it come to at most this share of the trigger: under the half the compaction
+allows, with room for the system prompt and tools (it checks, and one request folds in what
+the summary missed if not)."""
 
 
 class Ahead:
@@ -67,12 +72,14 @@ class Ahead:
         trigger = decision.trigger_tokens
         if behind <= trigger * CLOSE_ENOUGH:
             return
+        child = behind + self.compacter.counter_text(ready.text)
         if ready.block is not None:
             # The API's summary is usable while its child (the summary, then every turn since
             # what it covers) saves what a compaction must: nobody waits for a refresh.
-            child = behind + self.compacter.counter_text(ready.text)
             if child <= trigger * (1 - self.compacter.settings.min_savings):
                 return
+        elif child <= trigger * CLIENT_USABLE:
+            return  # ours: its child fits the half the compaction allows (issue 27: no wait)
         yield from self.collect(session_id, messages, wait=True)
 
     def maybe_start(

@@ -13,7 +13,6 @@ from typing import Any
 
 _ID = re.compile(r"^claude-([a-z]+)-(\d+)(?:-(\d{1,2}))?(?:-\d{8})?$")
 
-FIVE_FIVE = frozenset({"sonnet-5-5", "opus-5-5", "haiku-5-5"})
 PREFIX_CHECK = frozenset(
     {"fable-5-2", "mythos-5-2", "fable-5-1", "mythos-5-1", "opus-5-5", "sonnet-5-5", "haiku-5-5"}
 )

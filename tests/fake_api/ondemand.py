@@ -10,8 +10,10 @@ instructions over 16,384 characters, the companions the API refuses — ``contex
 
 The reply (:func:`summarize`): HTTP 200, one assistant message holding one ``compaction``
 block, ``stop_reason: "compaction"``, zero top-level usage and one ``compaction`` iteration.
-Its content is deterministic: the user requests it covers (an earlier block's list included)
-and, when the request had ``instructions``, a line ``Instructions: <their first 80 chars>``.
+The call reads and writes the conversation's prompt cache like any request (a cache-sharing
+fork; the docs leave it open), reported in its iteration. Its content is deterministic: the
+user requests it covers (an earlier block's list included) and, when the request had
+``instructions``, a line ``Instructions: <their first 80 chars>``.
 Its signature records the model, the account, the system+tools digest, the chain state of the
 summarized messages and the role of the last one, so that kept turns after it keep their
 thinking only as the docs allow (:mod:`fake_api.prefix_chain`). A summary longer than
@@ -192,10 +194,12 @@ def block_error(
 
 def summarize(fake: FakeAnthropicServer, body: dict[str, Any]) -> ReplySpec:
     """The answer to an on-demand compaction request (``body``: what the model reads)."""
-    counted = fake.count_input_tokens(body)
     failure = fake._next_compaction_failure()
     if failure == "unavailable":
         return compaction_unavailable()
+    # A cache-sharing fork: the call reads (and writes) the conversation's prompt cache.
+    cache = fake.cache_use(body)
+    counted = fake.count_input_tokens(body) - cache.read - cache.write
     config = body.get("compaction") or {}
     instructions = config.get("instructions") if isinstance(config, dict) else None
     found = scan(body, fake.secret)
@@ -214,8 +218,7 @@ def summarize(fake: FakeAnthropicServer, body: dict[str, Any]) -> ReplySpec:
         "type": "compaction",
         "input_tokens": counted,
         "output_tokens": 0 if failure else summary_tokens,
-        "cache_creation_input_tokens": 0,
-        "cache_read_input_tokens": 0,
+        **cache.usage(),
     }
     usage = {
         "input_tokens": 0,

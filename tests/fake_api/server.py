@@ -369,11 +369,8 @@ class FakeAnthropicServer:
                 read=reply.cache_read_input_tokens or 0,
                 write_5m=reply.cache_creation_input_tokens or 0,
             )
-        elif self.prompt_caching:
-            model = str(body.get("model", ""))
-            cache = self.cache.use(model, prefix, min_cache_tokens(self.cache_min_tokens, model))
         else:
-            cache = CacheUse()
+            cache = self.cache_use(body, prefix)
         input_tokens = reply.input_tokens
         if input_tokens is None:
             input_tokens = max(0, prefix.total - cache.read - cache.write)
@@ -381,6 +378,14 @@ class FakeAnthropicServer:
         if output_tokens is None:
             output_tokens = self.count_output_tokens(content)
         return {"input_tokens": input_tokens, "output_tokens": output_tokens, **cache.usage()}
+
+    def cache_use(self, body: Mapping[str, Any], prefix: Prefix | None = None) -> CacheUse:
+        """What a request reads from and writes to the prompt cache (nothing when it is off)."""
+        if not self.prompt_caching:
+            return CacheUse()
+        model = str(body.get("model", ""))
+        minimum = min_cache_tokens(self.cache_min_tokens, model)
+        return self.cache.use(model, prefix or self.prefix(body), minimum)
 
     def _message_json(
         self, body: dict[str, Any], reply: Reply, admitted: Admitted | None = None
