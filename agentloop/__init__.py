@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from agentloop._adapters.anthropic import AnthropicModel, message_from_response
+    from agentloop._adapters.anthropic_params import history_betas
     from agentloop._adapters.tokens import Calibration, TokenEstimator
     from agentloop._adapters.windows import ContextWindowResolver, ModelLimits
     from agentloop._agent.recent_files import RecentFiles, recent_files_hook
@@ -88,6 +89,7 @@ _EXPORTS: dict[str, str] = {
     "Usage": "agentloop._core.messages",
     "as_messages": "agentloop._core.prefix",
     "message_from_response": "agentloop._adapters.anthropic",
+    "history_betas": "agentloop._adapters.anthropic_params",
     "choose_tail_start": "agentloop._core.cut_and_prune",
     "is_safe_boundary": "agentloop._core.messages",
     "prune_tool_outputs": "agentloop._core.cut_and_prune",
@@ -154,6 +156,7 @@ __all__ = [
     "__version__",
     "as_messages",
     "choose_tail_start",
+    "history_betas",
     "is_safe_boundary",
     "message_from_response",
     "prune_tool_outputs",

@@ -18,7 +18,13 @@ import sys
 import anthropic
 from anthropic.types import ToolParam
 
-from agentloop import AnthropicModel, ConversationCompacter, Message, message_from_response
+from agentloop import (
+    AnthropicModel,
+    ConversationCompacter,
+    Message,
+    history_betas,
+    message_from_response,
+)
 
 MODEL = os.environ.get("AGENTLOOP_MODEL", "claude-sonnet-5-5")
 TOOLS: list[ToolParam] = [
@@ -57,11 +63,14 @@ def main(prompt: str) -> None:
                 file=sys.stderr,
             )
             messages, session_id = list(transition.compacted_messages), transition.new_session_id
-        response = client.messages.create(
+        # Once the API has written a summary (a compaction block opens the history), every
+        # request needs its beta: history_betas says which, [] before the first compaction.
+        response = client.beta.messages.create(
             model=MODEL,
             max_tokens=1024,
             tools=TOOLS,
             messages=[m.to_param() for m in messages],  # agentloop's MessageParam is the SDK's
+            betas=history_betas(messages),
         )
         messages.append(message_from_response(response))  # content and usage, cache included
         calls = [block for block in response.content if block.type == "tool_use"]

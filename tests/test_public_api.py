@@ -16,7 +16,7 @@ import sessions
 ROOT = Path(__file__).resolve().parent.parent
 
 AGENTLOOP_API = {
-    "AgentLoop", "AgentloopError", "AnthropicModel", "AsyncModel", "Calibration",
+    "AgentLoop", "AgentloopError", "history_betas", "AnthropicModel", "AsyncModel", "Calibration",
     "CompactionDecision", "CompactionOutcome", "CompactionPlan", "CompactionSettings",
     "CompactionSummary", "CompactionTransition", "ConfigurationError", "ContextFullError",
     "ContextUsage", "ContextWindowResolver", "ConversationCompacter", "FunctionTool",

@@ -178,7 +178,7 @@ def response_from_message(message: SDKMessage | BetaMessage) -> ModelResponse:
     )
 
 
-def message_from_response(message: SDKMessage) -> Message:
+def message_from_response(message: SDKMessage | BetaMessage) -> Message:
     """An SDK ``Message`` (``client.messages.create(...)``'s answer) as the agentloop
     :class:`Message` to append to your history: content ready to send back, and the usage the
     API reported (cache tokens included), which anchors the compacter's measurement."""

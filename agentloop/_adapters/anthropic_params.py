@@ -6,7 +6,7 @@ Pure functions over request parameters; ``anthropic`` is not imported here."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from agentloop._adapters.anthropic_capabilities import ON_DEMAND_BETA, ModelCapabilities
@@ -106,6 +106,14 @@ def _threshold_compaction(messages: Sequence[Message]) -> bool:
         if compaction_block(blocks) is not None:
             return True
     return False
+
+
+def history_betas(messages: Sequence[Message | Mapping[str, Any]]) -> list[str]:
+    """The ``anthropic-beta`` values every request carrying ``messages`` needs for the
+    compaction blocks in them (none, one or both kinds): what a hand-written loop passes as
+    ``client.beta.messages.create(..., betas=history_betas(messages))``."""
+    msgs = [m if isinstance(m, Message) else Message.from_param(m) for m in messages]
+    return needed_betas(ModelRequest(model="", messages=msgs), {})
 
 
 def needed_betas(request: ModelRequest, params: dict[str, Any]) -> list[str]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal, Protocol, TypeAlias, TypedDict, cast
+from typing import Any, Literal, Protocol, Required, TypeAlias, TypedDict, cast
 
 from agentloop._core.blocks import (
     COMPACTION as COMPACTION,  # the kind and stop reason of a server compaction, re-exported
@@ -55,11 +55,14 @@ class AssistantMessageParam(TypedDict):
     content: Any
 
 
-class SystemMessageParam(TypedDict):
-    """A mid-conversation system message as the Messages API takes it (text blocks)."""
+class SystemMessageParam(TypedDict, total=False):
+    """A mid-conversation system message as the Messages API takes it (text blocks); keys
+    optional as in the SDK's own param, so it is assignable to it."""
 
-    role: Literal["system"]
+    role: Required[Literal["system"]]
     content: Any
+    clear_at: Any
+    output_config: Any
 
 
 MessageParam: TypeAlias = UserMessageParam | AssistantMessageParam | SystemMessageParam
