@@ -20,9 +20,9 @@ from agentloop._agent.session_prefix import (
     StoredPrefix,
     changed_labels,
     instructions_seen,
-    supports_system_messages,
     update_text,
 )
+from agentloop._core.api_compaction import accepts_system_messages
 from agentloop._core.messages import Message
 from agentloop._core.model import ModelRequest
 from agentloop.testing import ScriptedModel, tool_call, tool_reply
@@ -98,8 +98,8 @@ def test_which_models_take_mid_conversation_system_messages() -> None:
         "claude-3-5-sonnet-20241022",
         "gpt-5",
     ]
-    assert [m for m in yes if not supports_system_messages(m)] == []
-    assert [m for m in no if supports_system_messages(m)] == []
+    assert [m for m in yes if not accepts_system_messages(m)] == []
+    assert [m for m in no if accepts_system_messages(m)] == []
 
 
 def test_the_newest_update_in_the_history_is_what_the_model_reads() -> None:

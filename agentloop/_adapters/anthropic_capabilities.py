@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 
 from agentloop._adapters.anthropic_errors import one_line, translated
 from agentloop._adapters.windows import base_model_id, builtin_limits
+from agentloop._core.api_compaction import accepts_system_messages
 from agentloop._core.model import EFFORT_LEVELS
 from agentloop._errors import ModelError
 
@@ -96,19 +97,6 @@ _BUILTIN_THINKING: Mapping[str, tuple[frozenset[str], frozenset[str]]] = {
     "claude-haiku-4-5": (frozenset({"enabled", "disabled"}), frozenset()),
 }
 
-MID_CONVERSATION_SYSTEM = frozenset(
-    {
-        "claude-fable-5-1",
-        "claude-mythos-5-1",
-        "claude-fable-5",
-        "claude-mythos-5",
-        "claude-opus-5-5",
-        "claude-opus-5",
-        "claude-opus-4-8",
-        "claude-sonnet-5-5",
-        "claude-haiku-5-5",
-    }
-)
 """Models that accept ``role: "system"`` messages mid-conversation (not Sonnet 5; Fable and
 Mythos 5.2 are not listed by the docs yet)."""
 
@@ -136,7 +124,7 @@ def builtin_capabilities(model: str) -> ModelCapabilities:
         compaction=False,
         max_tokens=limits.max_output_tokens if limits else None,
         max_input_tokens=limits.context_window if limits else None,
-        mid_conversation_system=base in MID_CONVERSATION_SYSTEM,
+        mid_conversation_system=accepts_system_messages(base),
         source="builtin",
     )
 

@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from agentloop._core.api_compaction import accepts_system_messages
 from agentloop._core.blocks import is_text
 from agentloop._core.messages import Message
 
@@ -26,7 +27,6 @@ __all__ = [
     "StoredPrefix",
     "changed_labels",
     "instructions_seen",
-    "supports_system_messages",
     "update_messages",
     "update_text",
 ]
@@ -109,33 +109,10 @@ def changed_labels(before: str, after: str) -> list[str]:
     return labels + [label for label in old if label not in new]
 
 
-# The models that read mid-conversation ``role: "system"`` messages (the docs list Fable and
-# Mythos 5 and later, Opus 4.8 and later, Sonnet 5.5 and Haiku 5.5 — not Sonnet 5): a family
-# and the first version of it that does. Later versions of a family are taken to keep it.
-_SYSTEM_MESSAGES_FROM = {
-    "fable": (5, 0),
-    "mythos": (5, 0),
-    "opus": (4, 8),
-    "sonnet": (5, 5),
-    "haiku": (5, 5),
-}
-_MODEL_ID = re.compile(r"(fable|mythos|opus|sonnet|haiku)-(\d{1,2})(?!\d)(?:[-.](\d)(?!\d))?")
-
-
-def supports_system_messages(model: str) -> bool:
-    """Whether ``model`` (an id, on any platform) takes ``role: "system"`` messages inside
-    ``messages``."""
-    found = _MODEL_ID.search(model.lower())
-    if found is None:
-        return False
-    family, major, minor = found.group(1), int(found.group(2)), int(found.group(3) or 0)
-    return (major, minor) >= _SYSTEM_MESSAGES_FROM[family]
-
-
 def update_messages(text: str, *, model: str) -> tuple[list[dict[str, Any]], list[Message]]:
     """Where an update goes with the next user message: (text blocks to add to that message,
     messages to append right after it)."""
     block = {"type": "text", "text": text}
-    if supports_system_messages(model):
+    if accepts_system_messages(model):
         return [], [Message.system([block])]
     return [block], []

@@ -22,6 +22,7 @@ Everything here is pure but :func:`api_compaction_steps`, which yields the model
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
@@ -66,20 +67,27 @@ CARRIED_OPEN = (
 )
 PINNED_MARK = "[pinned {role} message]"
 REQUEST_MARK = "[the user's latest request, verbatim]"
-_SYSTEM_MESSAGE_MODELS = (
-    "fable-5",
-    "mythos-5",
-    "opus-5",
-    "opus-4-8",
-    "sonnet-5-5",
-    "haiku-5-5",
-)
+# The models that read mid-conversation ``role: "system"`` messages (the docs list Fable and
+# Mythos 5 and later, Opus 4.8 and later, Sonnet 5.5 and Haiku 5.5 — not Sonnet 5): a family
+# and the first version of it that does. Later versions of a family are taken to keep it.
+_SYSTEM_MESSAGES_FROM = {
+    "fable": (5, 0),
+    "mythos": (5, 0),
+    "opus": (4, 8),
+    "sonnet": (5, 5),
+    "haiku": (5, 5),
+}
+_MODEL_ID = re.compile(r"(fable|mythos|opus|sonnet|haiku)-(\d{1,2})(?!\d)(?:[-.](\d)(?!\d))?")
 
 
 def accepts_system_messages(model: str) -> bool:
-    """Whether ``model`` reads mid-conversation ``role: "system"`` messages (Fable and Mythos
-    5.x, Opus 5.x and 4.8, Sonnet 5.5, Haiku 5.5; not Sonnet 5 nor the other 4.x models)."""
-    return any(name in model for name in _SYSTEM_MESSAGE_MODELS)
+    """Whether ``model`` (an id, on any platform) reads mid-conversation ``role: "system"``
+    messages: the one table agentloop keeps of it (the Models API does not say)."""
+    found = _MODEL_ID.search(model.lower())
+    if found is None:
+        return False
+    family, major, minor = found.group(1), int(found.group(2)), int(found.group(3) or 0)
+    return (major, minor) >= _SYSTEM_MESSAGES_FROM[family]
 
 
 def api_instructions(standing: str, instructions: str | None) -> str:

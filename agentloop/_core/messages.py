@@ -56,12 +56,11 @@ class AssistantMessageParam(TypedDict):
 
 
 class SystemMessageParam(TypedDict, total=False):
-    """A mid-conversation system message as the Messages API takes it (text blocks); keys
-    optional as in the SDK's own param, so it is assignable to it."""
+    """A mid-conversation system message as the API takes it (its keys as the SDK's param)."""
 
     role: Required[Literal["system"]]
     content: Any
-    clear_at: Any
+    clear_at: Any  # the SDK's param has these two: without them ours is not assignable to it
     output_config: Any
 
 
