@@ -287,11 +287,8 @@ class Message:
     def is_compaction_only(self) -> bool:
         """An assistant message that holds only the API's summary (a compaction block): it
         opens a history and stands alone (never merged with the turn after it)."""
-        return (
-            self.role == "assistant"
-            and bool(self.content)
-            and all(is_compaction(b) for b in self.content)
-        )
+        blocks = self.content
+        return self.role == "assistant" and bool(blocks) and all(map(is_compaction, blocks))
 
 
 def _blocks(content: str | Iterable[ContentBlock] | Any) -> tuple[ContentBlock, ...]:
