@@ -17,14 +17,20 @@ DISPATCH = "agentloop/_core/blocks.py"
 # Reads of a "type" that is not a content block's: checked by hand, each with its reason.
 NOT_BLOCKS: dict[str, tuple[int, str]] = {
     "agentloop/_adapters/anthropic_errors.py": (1, "the type of an API error body"),
-    "agentloop/integrations/langchain.py": (
+    "agentloop/_adapters/anthropic_params.py": (
         2,
-        "LangChain's own content items (image_url, tool_call_chunk...), read to make blocks",
+        "the type of a request's tool_choice and of its thinking setting (parameters, not blocks)",
     ),
 }
 
 # Block checks that stay outside the dispatch, each with its reason.
 PENDING: dict[str, tuple[int, str]] = {
+    "agentloop/integrations/langchain.py": (
+        4,
+        "LangChain's own content items (image_url, tool_call_chunk..., the API's compaction block "
+        "in an AIMessage), read to make blocks, and the text blocks of a system message picked "
+        "from that translation: an integration sees only agentloop's public API",
+    ),
     "agentloop/integrations/pydantic_ai.py": (
         2,
         "an integration sees only agentloop's public API: it translates each block kind to a "

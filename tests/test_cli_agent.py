@@ -21,7 +21,18 @@ from fake_api import (
     unauthorized,
 )
 from support.cli import CLI, WINDOW, _compacted_session, check_notices, conversation_lines
-from support.loop_scripts import PREFIX_START, SUMMARY, filler, first_text, request_text, unmarked
+from support.loop_scripts import (
+    PREFIX_START,
+    SUMMARY,
+    compaction_requests,
+    filler,
+    first_text,
+    opens_with_api_summary,
+    request_text,
+    unmarked,
+)
+
+from agentloop._core.validation import DEFAULT_MODEL
 
 # -- the stdin-driven mode, through the console script ----------------------------------------
 
@@ -164,7 +175,12 @@ def test_disable_compaction_prompt_too_long_names_compact(cli: CLI, workspace: P
         assert store.lineage(session.id) == [session]
 
 
-def test_compact_with_instructions_reaches_the_summarizer(cli: CLI, workspace: Path) -> None:
+@pytest.mark.parametrize("api_writes", [True, False], ids=["api-summary", "own-summary"])
+def test_compact_with_instructions_reaches_the_summarizer(
+    cli: CLI, workspace: Path, api_writes: bool
+) -> None:
+    if not api_writes:
+        cli.fake_api.models_without_compaction.add(DEFAULT_MODEL)
     for n in range(4):
         cli.script.add(text_reply(filler(f"answer {n}", 200)))
     cli.script.add(text_reply("after compaction"))
@@ -176,14 +192,22 @@ def test_compact_with_instructions_reaches_the_summarizer(cli: CLI, workspace: P
 
     assert run.code == 0, run.err
     assert len(run.notices) == 1
-    assert cli.script.summaries
     # The /compact request carries the instructions; a summary prepared in the background
     # before it (without them) is not what the compaction used.
     asked = "Instructions for this summary:\nkeep the decisions about calc.py"
-    assert asked in request_text(cli.script.summaries[-1])
-    assert all(asked not in request_text(body) for body in cli.script.summaries[:-1])
     after = cli.script.conversation[-1]
-    assert first_text(after).startswith(PREFIX_START) and SUMMARY in first_text(after)
+    if api_writes:
+        summaries = compaction_requests(cli.fake_api.message_requests)
+        assert summaries and cli.script.summaries == []
+        assert asked in summaries[-1]["compaction"]["instructions"]
+        assert all(asked not in body["compaction"]["instructions"] for body in summaries[:-1])
+        assert opens_with_api_summary(after)
+    else:
+        assert cli.script.summaries
+        assert compaction_requests(cli.fake_api.message_requests) == []
+        assert asked in request_text(cli.script.summaries[-1])
+        assert all(asked not in request_text(body) for body in cli.script.summaries[:-1])
+        assert first_text(after).startswith(PREFIX_START) and SUMMARY in first_text(after)
     assert run.out.splitlines()[-1] == "after compaction"
     with cli.store() as store:
         check_notices(run, store, workspace)
@@ -198,7 +222,7 @@ def test_compact_works_with_compaction_disabled(cli: CLI, workspace: Path) -> No
 
     assert run.code == 0, run.err
     assert len(run.notices) == 1
-    assert first_text(cli.script.conversation[-1]).startswith(PREFIX_START)
+    assert opens_with_api_summary(cli.script.conversation[-1])
     with cli.store() as store:
         check_notices(run, store, workspace)
 
@@ -236,14 +260,15 @@ def test_resume_of_a_compacted_parent_continues_at_the_newest_child(cli: CLI) ->
     assert run.out.strip() == "resumed"
     assert f"Resuming session {child[:8]}" in run.err
     request = cli.script.conversation[-1]
-    assert first_text(request).startswith(PREFIX_START)
+    assert opens_with_api_summary(request)
     assert request["messages"][-1]["content"][0]["text"] == "where were we?"
     with cli.store() as store:
         assert store.get_session(parent).message_count == parent_before
         assert store.get_session(child).message_count == child_before + 2
         stored = store.get_messages(child)
         assert [m.to_param() for m in stored[:-1]] == unmarked(request["messages"])
-        assert stored[-1].content[0]["text"] == "resumed"
+        # 5.x replies begin with thinking: the reply's text block.
+        assert [b["text"] for b in stored[-1].content if b["type"] == "text"] == ["resumed"]
 
 
 def test_resume_without_an_id_takes_the_latest_here(cli: CLI) -> None:
@@ -305,7 +330,7 @@ def test_continue_goes_to_the_newest_descendant_of_the_latest_session(cli: CLI) 
     run = cli.run("--context-window", WINDOW, "--continue", "-p", "go on")
 
     assert run.code == 0, run.err
-    assert first_text(cli.script.conversation[-1]).startswith(PREFIX_START)
+    assert opens_with_api_summary(cli.script.conversation[-1])
     with cli.store() as store:
         assert store.get_session(child).message_count == child_before + 2
 

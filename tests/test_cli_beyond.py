@@ -5,13 +5,17 @@ next safe boundary."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any
 
 from fake_api import text_reply, tool_reply
 from support.cli import CLI, WINDOW, conversation_lines
-from support.loop_scripts import PREFIX_START, filler, first_text
+from support.loop_scripts import (
+    PREFIX_START,
+    compaction_requests,
+    filler,
+    first_text,
+    opens_with_api_summary,
+)
 
 
 def _store_dump(cli: CLI) -> list[tuple[str, int]]:
@@ -100,10 +104,11 @@ def test_the_model_can_ask_for_a_compaction_at_the_next_safe_boundary(cli: CLI) 
 
     assert run.code == 0, run.err
     assert len(run.notices) == 1
-    summary_request: dict[str, Any] = cli.script.summaries[-1]
-    assert "keep the request numbers" in json.dumps(summary_request)
+    # The API writes the summary (issue 27): the model's instructions reach its request.
+    summary_request = compaction_requests(cli.fake_api.message_requests)[-1]
+    assert "keep the request numbers" in summary_request["compaction"]["instructions"]
     last = cli.script.conversation[-1]
-    assert first_text(last).startswith(PREFIX_START)
+    assert opens_with_api_summary(last)
     tools = [tool["name"] for tool in last["tools"]]
     assert {"context_status", "compact_context"} <= set(tools)
 
@@ -127,9 +132,10 @@ def test_standing_summary_instructions_come_from_agentloop_md_and_show_in_contex
 
     assert run.code == 0, run.err
     assert "Summary instructions (30 characters): Always keep the API decisions." in run.err
-    assert cli.script.summaries
+    summaries = compaction_requests(cli.fake_api.message_requests)
+    assert summaries
     assert all(
-        "Always keep the API decisions." in json.dumps(body) for body in cli.script.summaries
+        "Always keep the API decisions." in body["compaction"]["instructions"] for body in summaries
     )
 
 

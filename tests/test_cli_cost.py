@@ -49,7 +49,8 @@ def script_coding_session(cli: CLI, turns: int) -> list[str]:
 
 def bills_of(cli: CLI) -> tuple[list[Bill], list[Bill]]:
     bills = list(cli.fake_api.bills)
-    summaries = [b for b in bills if is_summary_request(b.body)]
+    # A summary request: agentloop's own, or an on-demand compaction request (issue 27).
+    summaries = [b for b in bills if is_summary_request(b.body) or b.body.get("compaction")]
     return bills, summaries
 
 

@@ -23,6 +23,7 @@ from support.histories import (
 
 from agentloop._core.blocks import tool_result_text
 from agentloop._core.compaction_core import STRATEGIES, CompactionSettings
+from agentloop._core.context import breaker_hold
 from agentloop._core.cut_and_prune import (
     PRUNED_MARKER,
     PRUNED_VALUE,
@@ -39,6 +40,7 @@ from agentloop._core.messages import (
     validate_messages,
 )
 from agentloop._core.preserved_state import PreservedStateHook
+from agentloop._core.round_fit import result_text, shortened_result
 from agentloop._loop.conversation_compacter import ConversationCompacter
 
 WINDOW = 3_000
@@ -138,6 +140,33 @@ def same_or_pruned(before: Message, after: Message, min_chars: int = 200) -> boo
     return True
 
 
+def check_round_fitted(old: Message, new: Message, notes: Sequence[str]) -> None:
+    """``new`` is the newest tool round ``old`` with its largest results shortened to fit
+    (round fit): each says how much it left out, keeps head and tail, and a note says so."""
+    assert new.role == old.role == "user" and len(new.content) == len(old.content)
+    shortened = 0
+    for before, after in zip(old.content, new.content, strict=True):
+        if after == before:
+            continue
+        assert before.get("type") == after.get("type") == "tool_result"
+        assert after["tool_use_id"] == before["tool_use_id"]
+        assert after.get("is_error") == before.get("is_error")
+        whole, sent = result_text(before), str(after["content"])
+        assert whole is not None and len(sent) < len(whole)
+        short = sent.split("]\n", 1)[1]
+        assert sent == shortened_result(whole, short)
+        assert short.startswith(whole[:100]) and short.endswith(whole[-100:])
+        assert any(
+            note.startswith(
+                f"a tool result of {len(whole):,} characters in the newest tool round "
+                f"was shortened to {len(sent):,} "
+            )
+            for note in notes
+        ), notes
+        shortened += 1
+    assert shortened, "a fitted round shortens at least one result"
+
+
 def visible_in_prefix(message: Message, prefix: Message) -> bool:
     """The model can read ``message`` in the prefix: each of its blocks appears as text."""
     texts = [str(b.get("text", "")) for b in prefix.content if b.get("type") == "text"]
@@ -162,7 +191,7 @@ def tool_ids(messages: Sequence[Message]) -> tuple[list[str], list[str]]:
     return uses, results
 
 
-def check_assembled(history: list[Message], out: list[Message]) -> None:
+def check_assembled(history: list[Message], out: list[Message], notes: Sequence[str] = ()) -> None:
     """Prefix + verbatim tail: accounting, pins and the latest request."""
     prefix, tail = out[0], out[1:]
     assert prefix.summary is not None
@@ -173,11 +202,14 @@ def check_assembled(history: list[Message], out: list[Message]) -> None:
     assert prefix.summary.replaced_count + len(tail) == original_count(history)
     kept = history[len(history) - len(tail) :]
     # The tail is verbatim, or (tightened) pruned but for its newest exchange.
-    assert all(
-        same_or_pruned(a, b) and a.pinned == b.pinned for a, b in zip(kept, tail, strict=True)
-    )
+    assert all(a.pinned == b.pinned for a, b in zip(kept, tail, strict=True))
+    assert all(same_or_pruned(a, b) for a, b in zip(kept[:-1], tail[:-1], strict=True))
+    # ... but for its newest exchange, which is verbatim unless the summary and it were still
+    # above the target: then the newest tool round's largest results are shortened (round fit).
     newest = max(i for i, m in enumerate(tail) if m.role == "assistant")
-    assert all(same(a, b) for a, b in zip(kept[newest:], tail[newest:], strict=True))
+    assert all(same(a, b) for a, b in zip(kept[newest:-1], tail[newest:-1], strict=True))
+    if not same(kept[-1], tail[-1]):
+        check_round_fitted(kept[-1], tail[-1], notes)
     assert len(history) - len(tail) >= 1
 
     for pin in pinned_of(history):
@@ -204,7 +236,9 @@ def check_assembled(history: list[Message], out: list[Message]) -> None:
         assert as_pin or (found is not None and same(found, request))
 
 
-def check_pruned(history: list[Message], out: list[Message], *, with_hook: bool) -> None:
+def check_pruned(
+    history: list[Message], out: list[Message], *, with_hook: bool, notes: Sequence[str] = ()
+) -> None:
     """Same shape; only old tool_result contents change; pins and requests are untouched."""
     assert len(out) == len(history)
     replaced_any = False
@@ -228,6 +262,10 @@ def check_pruned(history: list[Message], out: list[Message], *, with_hook: bool)
                 b for b in before.request_blocks if b.get("type") == "text"
             ] or any(b.get("type") != "text" for b in before.request_blocks)
         assert len(after_blocks) == len(before.content)
+        if index == len(history) - 1 and after_blocks != before.content:
+            check_round_fitted(before, after, notes)  # the newest round is only ever fitted
+            replaced_any = True
+            continue
         if index == latest_request_index(history):
             assert after_blocks == before.content, "the newest request is never pruned"
         if after_blocks == before.content:
@@ -301,19 +339,30 @@ def test_every_strategy_keeps_a_valid_complete_conversation(
             # The ledger (issue 28) is preserved state too: derived from the history, there
             # whenever the history holds a request or a tool call, with or without a hook.
             stated = any(STATE_TAG in str(b.get("text", "")) for b in out[0].content)
-            check_pruned(history, out, with_hook=with_hook or stated)
+            check_pruned(history, out, with_hook=with_hook or stated, notes=summary.notes)
             if strategy != "prune":  # auto settles for pruning only when it reaches the target
                 assert summary.tokens_after <= summary.tokens_before * target_ratio
         else:
-            check_assembled(history, out)
+            check_assembled(history, out, summary.notes)
             if with_hook:
                 assert any("finish the parser" in str(b.get("text")) for b in out[0].content)
         if strategy == "sliding_window" and window_messages is not None:
             smallest = max(i for i in range(1, len(history)) if history[i].role == "assistant")
             assert len(out) - 1 <= window_messages or len(out) - 1 == len(history) - smallest
 
-        # No loop: right after a compaction, the automatic check does not ask for another one.
-        assert not compacter.should_compact(out).compact
+        # No loop: right after a compaction, the automatic check does not ask for another one,
+        # unless one asked for left the context where the reply reserve only just fits: no room
+        # to wait there (the breaker's rule), and the compaction said it goes on above the
+        # trigger without a pause.
+        if compacter.should_compact(out).compact:
+            hold = breaker_hold(WINDOW, 256, compacter.trigger_tokens, summary.tokens_after)
+            assert hold is None, summary.warnings
+            assert any(
+                "could not bring the context under the trigger" in warning
+                and "it goes on above it" in warning
+                and "pauses" not in warning
+                for warning in summary.warnings
+            ), summary.warnings
 
 
 # -- the pure strategy functions -----------------------------------------------------------------

@@ -43,6 +43,7 @@ from support.loop_scripts import Script, filler, is_summary_request
 from support.processes import check_store
 
 from agentloop._adapters.anthropic import AnthropicModel
+from agentloop._core.validation import DEFAULT_MODEL
 from agentloop._errors import IncompleteReplyError, ModelError
 
 """What a faulty reply shows before it breaks: its first streamed chunk (8 characters)."""
@@ -398,6 +399,8 @@ def test_a_summary_cut_short_falls_back_to_the_digest_and_the_conversation_goes_
     monkeypatch.setattr(anthropic._base_client, "INITIAL_RETRY_DELAY", 0.01)
     script = cli.script
     assert isinstance(script, FaultyScript)
+    # agentloop's own summarizer is what is cut here: a model without on-demand compaction.
+    cli.fake_api.models_without_compaction.add(DEFAULT_MODEL)
     # Every summary request is cut (those prepared in the background too, and the SDK's
     # retries of each).
     script.summary_replies = [dropped_reply("summary", reset=True) for _ in range(30)]

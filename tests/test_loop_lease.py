@@ -45,9 +45,10 @@ def test_the_lease_follows_the_conversation_and_refuses_a_second_writer(tmp_path
         second.run_turn("interleaving?")
     assert len(first_store.get_messages(first.session_id)) == 2  # nothing interleaved
 
-    # A compaction moves the lease to the child: the writer goes on there.
+    # A compaction moves the lease to the child: the writer goes on there. (Turns long enough
+    # that the child, which carries the ledger and the latest request, is smaller.)
     for n in range(3):
-        first.run_turn(f"more {n} " + "words " * 60)
+        first.run_turn(f"more {n} " + "words " * 300)
     outcome = first.compact()
     assert outcome is not None and outcome.transition is not None
     child = outcome.transition.new_session_id

@@ -162,6 +162,7 @@ def test_search_shows_the_match_highlighted_and_the_users_own_words_first(
         )
         summary = "## Goal\n- the user said the zanzibar key is rotated weekly"
         child = store.compact(session.id, CompactionStrategy.SUMMARIZE, summary).session_id
+        assert child is not None
         out = Screen()
         search_command(store, out, "zanzibar", workspace="/w")
     lines = out.getvalue().splitlines()

@@ -124,9 +124,13 @@ def measure(
     anchor = messages[reported_at]
     reported = anchor.usage.context_tokens if anchor.usage is not None else anchor.counted or 0
     tail = messages[reported_at + 1 :]
+    estimated = calibrate(sum(count(m) for m in tail), len(tail)) if tail else 0
+    if anchor.usage is not None and anchor.usage.estimated:
+        # Usage a model estimated itself (a test double's): an anchor, but not the API's count.
+        total = reported + estimated
+        return ContextUsage(tokens=total, window=window, source="estimate", estimated_tokens=total)
     if not tail:
         return ContextUsage(tokens=reported, window=window, source="api", reported_tokens=reported)
-    estimated = calibrate(sum(count(m) for m in tail), len(tail))
     return ContextUsage(
         tokens=reported + estimated,
         window=window,
@@ -165,11 +169,12 @@ def breaker_margin(window: int) -> int:
 def breaker_hold(window: int, max_output_tokens: int, trigger: int, tokens: int) -> int | None:
     """Where automatic compaction waits after one that did not help (or was undone): a
     :func:`breaker_margin` past ``tokens`` (and past the trigger), but never where the reply
-    reserve no longer fits in the window. None when that leaves no room above the trigger:
-    it then tries again at the trigger, since a longer wait could overflow the window."""
+    reserve no longer fits in the window. None when that leaves no room above the trigger
+    and ``tokens``: it then tries again at the trigger, since a longer wait could overflow
+    the window."""
     limit = window - reply_reserve(window, max_output_tokens)
     held = min(max(trigger, tokens) + breaker_margin(window), limit)
-    return held if held > trigger else None
+    return held if held > max(trigger, tokens) else None
 
 
 def trigger_tokens(window: int, threshold: float, max_output_tokens: int) -> tuple[int, str]:

@@ -136,14 +136,13 @@ def _calls(history: Sequence[Message]) -> Iterable[tuple[int, str, Mapping[str, 
     pending: dict[str, tuple[str, Mapping[str, Any]]] = {}
     for index, message in enumerate(history):
         for block in message.content:
-            kind = block.get("type")
-            if kind == "tool_use":
+            if is_tool_use(block):
                 value = block.get("input")
                 pending[str(block.get("id"))] = (
                     str(block.get("name")),
                     value if isinstance(value, Mapping) else {},
                 )
-            elif kind == "tool_result":
+            elif is_tool_result(block):
                 call = pending.pop(str(block.get("tool_use_id")), None)
                 if call is not None:
                     yield index, call[0], call[1], block

@@ -86,9 +86,12 @@ def shorten_results(
 
 def fitted_steps(job: Job, built: Built) -> Steps[Built]:
     """``built``, or when it is above the job's target with a tool round last, that round's
-    largest results shortened to reach it (a note for each); re-validated and measured."""
+    largest results shortened to reach it (a note for each); re-validated and measured.
+    A pinned round is carried verbatim, as every pinned message is."""
     measured, target, messages = built.measured, job.budget.target, built.messages
     if measured.tokens <= target or len(messages) < 2 or messages[-1].role != "user":
+        return built
+    if messages[-1].pinned:
         return built
     per_local = measured.tokens / max(1, job.local(messages))  # API tokens per local one
     excess = (measured.tokens - target) / per_local

@@ -190,7 +190,10 @@ class RequestHandler(BaseHTTPRequestHandler):
             return
         effective = admitted.effective
         if "compaction" in effective:
-            reply: ReplySpec | None = summarize(self.fake, effective)
+            hook = self.fake.compaction_handler
+            reply: ReplySpec | None = hook(body) if hook is not None else None
+            if reply is None:
+                reply = summarize(self.fake, effective)
         else:
             reply = compaction_reply(self.fake, effective) or self.fake._next_reply(body)
         if reply is None:

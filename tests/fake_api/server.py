@@ -150,6 +150,10 @@ class FakeAnthropicServer:
         """Models whose requests with the compaction edit are refused (400), see compaction.py."""
         self.failed_compactions = False
         """When true, a compaction returns a block with null content (the API's failure)."""
+        self.compaction_handler: Callable[[dict[str, Any]], ReplySpec | None] | None = None
+        """When set, called with each on-demand compaction request (the body as sent) before
+        the server answers it: a reply it returns is sent instead (a fault, a hang), None lets
+        the server write the summary."""
         self.account = account
         """The account requests come from (thinking of Sonnet/Haiku 5.5 is bound to it)."""
         self.account_created_after_cutoff = account_created_after_cutoff

@@ -117,15 +117,32 @@ class KillScript:
                 at = plan is not None and not plan.summary and run.conversation == plan.index
                 in_tool = at and plan is not None and plan.kind == "tool"
                 reply = self._conversation_reply(body, run, in_tool)
-        if plan is None or not at:
-            return reply
+        return self._spring(plan if at else None, run) or reply
+
+    def compaction(self, body: dict[str, Any]) -> ReplySpec | None:
+        """An on-demand compaction request (the API writes the summary, the default model's
+        path): a summary request like any other for the kill points; None: the server's own
+        summary is sent."""
+        with self.lock:
+            run = self.run
+            assert run is not None, "a request outside of any run"
+            plan = run.plan
+            run.summaries += 1
+            at = plan is not None and plan.summary and run.summaries == plan.index
+        return self._spring(plan if at else None, run)
+
+    def _spring(self, plan: Plan | None, run: RunState) -> ReplySpec | None:
+        """The kill point of ``plan`` reached (None: not this request): a reply that never
+        comes for the waiting kinds, else None (the reply goes out; a racing kill follows)."""
+        if plan is None:
+            return None
         if plan.kind.endswith("waiting"):
             run.trigger()
             run.release.wait(HANG_GUARD)  # the test kills the run meanwhile
             return dropped_reply("never seen", after_events=0, framing="chunked")
         if plan.kind.endswith("racing"):
             run.trigger()  # the test kills the run once `delay` has passed
-        return reply
+        return None
 
     def _conversation_reply(
         self, body: dict[str, Any], run: RunState, kill_in_tool: bool
@@ -320,6 +337,7 @@ def chains(
             chain_seed = seed * 100 + number
             script = KillScript(number, chain_seed)
             server = stack.enter_context(FakeAnthropicServer(handler=script))
+            server.compaction_handler = script.compaction
             place = root / f"chain{number}"
             if backend == "postgresql":
                 schema = store_contract.fresh_schema()

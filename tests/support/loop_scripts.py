@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import threading
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -109,6 +109,33 @@ def first_text(body: Mapping[str, Any]) -> str:
     if isinstance(content, str):
         return content
     return str(content[0].get("text", ""))
+
+
+API_SUMMARY_START = "Summary by the server of"
+
+
+def api_summary(body: Mapping[str, Any]) -> str | None:
+    """The API's summary a request opens with (the content of the compaction block alone in its
+    first message, an assistant one), or None when it does not open with one (issue 27)."""
+    messages = body.get("messages") or []
+    first = messages[0] if messages else {}
+    content = first.get("content")
+    if first.get("role") != "assistant" or not isinstance(content, list) or len(content) != 1:
+        return None
+    block = content[0]
+    if block.get("type") != "compaction" or not isinstance(block.get("content"), str):
+        return None
+    return str(block["content"])
+
+
+def opens_with_api_summary(body: Mapping[str, Any]) -> bool:
+    """The request opens with a summary the (test) API wrote."""
+    return (api_summary(body) or "").startswith(API_SUMMARY_START)
+
+
+def compaction_requests(bodies: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The on-demand compaction requests among ``bodies`` (those with ``compaction``)."""
+    return [body for body in bodies if body.get("compaction") is not None]
 
 
 def request_text(body: Mapping[str, Any]) -> str:
