@@ -10,7 +10,14 @@ from typing import Any
 import pytest
 from fake_api import text_reply, tool_reply
 from support.cli import CLI, WINDOW, conversation_lines
-from support.loop_scripts import PREFIX_START, filler, first_text, request_text
+from support.loop_scripts import (
+    PREFIX_START,
+    api_summary,
+    filler,
+    first_text,
+    opens_with_api_summary,
+    request_text,
+)
 
 from agentloop._core.context import trigger_tokens
 from agentloop._core.validation import DEFAULT_THRESHOLD
@@ -50,12 +57,14 @@ def system_of(body: dict[str, Any]) -> str:
 
 
 def firsts_after_compaction(bodies: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The first request after each compaction (its opening differs from the one before)."""
+    """The first request after each compaction (its opening differs from the one before): it
+    opens with agentloop's summary, or with the API's own (on-demand compaction, issue 27)."""
     found: list[dict[str, Any]] = []
     previous = ""
     for body in bodies:
-        opening = first_text(body)
-        if opening.startswith(PREFIX_START) and opening != previous:
+        summarized = opens_with_api_summary(body)
+        opening = str(api_summary(body)) if summarized else first_text(body)
+        if (summarized or opening.startswith(PREFIX_START)) and opening != previous:
             found.append(body)
         previous = opening
     return found

@@ -26,12 +26,14 @@ def _tool_results(body: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def converse_past_compactions(cli: CLI) -> None:
-    """A first turn holding :data:`DETAIL`, enough turns after it for several compactions at a
-    small window (the scripted summaries never mention it), then the question: the model
-    searches its history and answers."""
-    lines = [f"{DETAIL} {filler('request 0', 300)}", *conversation_lines(13)[1:]]
+    """A first answer holding :data:`DETAIL`, enough turns after it for several compactions at a
+    small window, then the question: the model searches its history and answers. The detail is
+    the model's, not the user's: every summary (the API's quotes the user's requests) and the
+    ledger (which carries them) leave a model's answer out."""
+    lines = conversation_lines(13)
     for n in range(len(lines)):
-        cli.script.add(text_reply(filler(f"answer {n}", 300)))
+        detail = f"{DETAIL} " if n == 0 else ""
+        cli.script.add(text_reply(detail + filler(f"answer {n}", 300)))
     cli.script.add(
         tool_reply(("search_history", {"query": "deploy key"})),
         text_reply("The deploy key is called ORCHID-7."),
@@ -51,29 +53,33 @@ def test_after_compactions_search_history_finds_what_the_summary_left_out(cli: C
     # The compacted context the model had when asked no longer held the detail...
     assert "ORCHID" not in json.dumps(asked)
     assert "search_history" in {tool["name"] for tool in asked["tools"]}
-    # ...and said that what the summary left out can be looked up.
-    opening = json.dumps(asked["messages"][0])
-    assert "compacted" in opening and "search_history tool" in opening
+    # ...and said that what the summary left out can be looked up: the API's summary opens
+    # it, and the context carried after it (a system message) points to the search.
+    assert asked["messages"][0]["content"][0]["type"] == "compaction"
+    (carried,) = [m for m in asked["messages"] if m["role"] == "system"]
+    assert "search_history tool" in json.dumps(carried)
     # ...and the tool's result brought it back, from the conversation's first session.
     (found,) = _tool_results(answered)
     assert not found.get("is_error")
     assert "ORCHID-7" in str(found["content"])
     with cli.store() as store:
         root = store.list_conversations()[0].root_id
-        assert store.get_messages(root)[0].content[0]["text"].startswith(DETAIL)
-    assert f"earlier session {root[:8]}, message #1 (user)" in str(found["content"])
+        answer = store.get_messages(root)[1]  # its thinking first, then the text
+        assert answer.role == "assistant"
+        assert any(str(b.get("text", "")).startswith(DETAIL) for b in answer.content)
+    assert f"earlier session {root[:8]}, message #2 (assistant)" in str(found["content"])
 
     # For people: where it was first said, and everything said of it since (the answer, the
     # search's call and result: all of it is stored, all of it searchable).
     run = cli.run("sessions", "search", "ORCHID")
     assert run.code == 0, run.err
     heads = [line for line in run.out.splitlines() if not line.startswith(" ")]
-    assert any(line.startswith(f"{root[:8]}  #1  user  ") for line in heads), run.out
+    assert any(line.startswith(f"{root[:8]}  #2  assistant  ") for line in heads), run.out
     assert "    Remember this: the deploy key is called ORCHID-7." in run.out
     assert any("  search_history result  " in line for line in heads)
     hits = json.loads(cli.run("sessions", "search", "ORCHID", "--json").out)
     said = [hit for hit in hits if hit["session_id"] == root]
-    assert [hit["message"] for hit in said] == [1]
+    assert [hit["message"] for hit in said] == [2]
     assert said[0]["workspace"] == str(cli.workspace) and "ORCHID-7" in said[0]["excerpt"]
     assert {hit["root_id"] for hit in hits} == {root}
 

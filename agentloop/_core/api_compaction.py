@@ -63,7 +63,10 @@ PREPARED_API_NOTE = (
 MAX_INSTRUCTIONS = 16_384
 """The API's cap on ``compaction.instructions`` (characters)."""
 CARRIED_OPEN = (
-    "Context carried over from before the compaction (agentloop; not a new request from the user):"
+    "Context carried over from before the compaction (agentloop; not a new request from the "
+    "user). The complete original history is kept in the parent session; when a search_history "
+    "tool is offered, use it to look up any earlier detail the summary leaves out instead of "
+    "guessing."
 )
 PINNED_MARK = "[pinned {role} message]"
 REQUEST_MARK = "[the user's latest request, verbatim]"

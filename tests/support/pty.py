@@ -157,6 +157,14 @@ class Model:
         reply = self.replies.pop(0) if self.replies else text_reply("ok")
         return reply() if callable(reply) else reply
 
+    def compaction(self, body: dict[str, Any]) -> ReplySpec | None:
+        """An on-demand compaction request (the API writes the summary): started and held
+        like agentloop's own summary requests, then answered by the server."""
+        self.summary_started.set()
+        if self.summary_release is not None:
+            self.summary_release.wait(TIMEOUT)
+        return None
+
     def last_text(self, index: int = -1) -> str:
         content = self.requests[index]["messages"][-1]["content"]
         if isinstance(content, str):
@@ -168,6 +176,7 @@ class Model:
 def model(fake_api: FakeAnthropicServer) -> Model:
     handler = Model()
     fake_api.handler = handler
+    fake_api.compaction_handler = handler.compaction
     return handler
 
 
