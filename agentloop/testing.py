@@ -4,7 +4,9 @@
 * :class:`FunctionModel` answers with a function of the request.
 
 Both record every request they receive and report plausible usage (a local token count of the
-request), so context measurement and compaction behave as they would against the API.
+request), so context measurement and compaction behave as they would against the API. They stand
+in for the API, so that usage passes for its count; with ``estimated_usage=True`` it is marked
+as what it is (``Usage.estimated``), and is measured, stored and shown as an estimate (``~``).
 """
 
 from __future__ import annotations
@@ -72,13 +74,21 @@ class _RecordingModel:
         input_token_factor: float = 1.0,
         counts_tokens: bool = False,
         on_demand_compaction: bool = False,
+        estimated_usage: bool = False,
     ) -> None:
         self.requests: list[ModelRequest] = []
         self.counted: list[ModelRequest] = []
         self.input_token_factor = input_token_factor
         self.counts_tokens = counts_tokens
         self.on_demand_compaction = on_demand_compaction
+        self.estimated_usage = estimated_usage
         self._estimator: Any = None
+        self._check_flags()
+
+    def _check_flags(self) -> None:
+        if self.estimated_usage and self.counts_tokens:
+            # count_tokens answers for the API: a double that only estimates cannot offer it.
+            raise ValueError("a model whose usage is estimated cannot count tokens")
 
     def supports_on_demand_compaction(self, model: str) -> bool:
         """Whether this double writes summaries itself (``on_demand_compaction=True``): a
@@ -94,10 +104,14 @@ class _RecordingModel:
         asks = [m.text.strip()[:200] for m in request.messages if m.is_request and m.text.strip()]
         content = "## Goal\n" + ("\n".join(f"- {a}" for a in asks[-5:]) or "none")
         block = {"type": "compaction", "content": content, "signature": f"sig-{len(content)}"}
-        work = Usage(input_tokens=self._count(request), output_tokens=len(content) // 4 + 1)
+        work = Usage(
+            input_tokens=self._count(request),
+            output_tokens=len(content) // 4 + 1,
+            estimated=self.estimated_usage,
+        )
         return ModelResponse(
             content=(block,),
-            usage=Usage(),
+            usage=Usage(estimated=self.estimated_usage),
             stop_reason="compaction",
             model=request.model,
             iterations=(IterationUsage("compaction", work),),
@@ -138,7 +152,9 @@ class _RecordingModel:
         stop = reply.stop_reason or (
             "tool_use" if any(is_tool_use(b) for b in content) else "end_turn"
         )
-        usage = Usage(input_tokens=self._count(request), output_tokens=output)
+        usage = Usage(
+            input_tokens=self._count(request), output_tokens=output, estimated=self.estimated_usage
+        )
         return ModelResponse(
             content=tuple(content), usage=usage, stop_reason=stop, model=request.model
         )
@@ -203,7 +219,8 @@ def scripted_summary(request: ModelRequest) -> str:
 
 class ScriptedModel(_RecordingModel):
     """Answers conversation requests with the scripted replies in order (past the end,
-    ``default``, else an error) and summary requests with ``summarizer``."""
+    ``default``, else an error) and summary requests with ``summarizer``. With
+    ``estimated_usage`` its usage is marked a local estimate, not the API's count."""
 
     def __init__(
         self,
@@ -214,11 +231,13 @@ class ScriptedModel(_RecordingModel):
         counts_tokens: bool = False,
         summarizer: Callable[[ModelRequest], str] = scripted_summary,
         on_demand_compaction: bool = False,
+        estimated_usage: bool = False,
     ) -> None:
         super().__init__(
             input_token_factor=input_token_factor,
             counts_tokens=counts_tokens,
             on_demand_compaction=on_demand_compaction,
+            estimated_usage=estimated_usage,
         )
         self.replies: list[Reply] = [text_reply(r) if isinstance(r, str) else r for r in replies]
         self.default = default
@@ -248,17 +267,20 @@ class ScriptedModel(_RecordingModel):
 
 @dataclass
 class FunctionModel(_RecordingModel):
-    """Answers with ``function(request)``: a :class:`Reply`, a string, or content blocks."""
+    """Answers with ``function(request)``: a :class:`Reply`, a string, or content blocks. With
+    ``estimated_usage`` its usage is marked a local estimate, not the API's count."""
 
     function: Callable[[ModelRequest], Reply | str | Sequence[ContentBlock]]
     input_token_factor: float = 1.0
     counts_tokens: bool = False
     on_demand_compaction: bool = False
+    estimated_usage: bool = False
     requests: list[ModelRequest] = field(default_factory=list)
     counted: list[ModelRequest] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self._estimator = None
+        self._check_flags()
 
     def complete(self, request: ModelRequest, on_text: TextCallback | None = None) -> ModelResponse:
         if request.compaction is not None and self.on_demand_compaction:

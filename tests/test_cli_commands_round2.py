@@ -74,7 +74,8 @@ def test_a_mistyped_compact_option_is_refused_not_taken_as_instructions(cli: CLI
     run = cli.run("--context-window", "100000", "-c", stdin="/compact --dryrun keep it\n")
 
     assert run.code == 0, run.err
-    assert "unknown option --dryrun (usage: /compact [--dry-run] [instructions])" in run.err
+    usage = "(usage: /compact [--dry-run | --review] [instructions])"
+    assert f"unknown option --dryrun {usage}" in run.err
     assert cli.script.summaries == [] and _store_dump(cli) == before
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from agentloop._core.effects import AppendMessages, CreateSession, SaveTransition
@@ -12,6 +13,9 @@ from agentloop._sessions import Lease, NewMessage, SessionStore, StoredMessage
 
 COUNTED = "counted"
 """The message metadata key of the API's token count up to that message (``Message.counted``)."""
+USAGE_ESTIMATED = "usage_estimated"
+"""The message metadata key that marks its usage as a model's local estimate, not the API's
+count (``Usage.estimated``): the stored usage keeps the API's shape, the mark says what it is."""
 ROLE = "role"
 """The message metadata key that marks a mid-conversation system message: the store takes the
 roles of user and assistant turns, so one is kept as a ``user`` record marked ``system``."""
@@ -58,6 +62,8 @@ def to_record(message: Message) -> NewMessage:
         metadata["summary"] = _summary_to_dict(message.summary)
     if message.counted is not None:
         metadata[COUNTED] = message.counted
+    if message.usage is not None and message.usage.estimated:
+        metadata[USAGE_ESTIMATED] = True
     role = message.role
     if role == "system":
         metadata[ROLE], role = "system", "user"
@@ -80,12 +86,15 @@ def _positive(value: object) -> int | None:
 def from_record(record: StoredMessage) -> Message:
     """A stored message back as a :class:`Message`, with its cached estimate and usage."""
     summary = record.metadata.get("summary")
+    usage = Usage.from_mapping(record.usage)
+    if usage is not None and record.metadata.get(USAGE_ESTIMATED) is True:
+        usage = replace(usage, estimated=True)
     return Message(
         role="system" if record.metadata.get(ROLE) == "system" else record.role,
         content=tuple(dict(block) for block in record.content),
         pinned=bool(record.metadata.get("pinned")),
         tokens=record.token_estimate,
-        usage=Usage.from_mapping(record.usage),
+        usage=usage,
         counted=_positive(record.metadata.get(COUNTED)),
         summary=None if summary is None else _summary_from_dict(summary),
     )

@@ -6,8 +6,9 @@ a fork's copied messages keep the time they were first written, before the fork 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from agentloop._adapters.records import USAGE_ESTIMATED
 from agentloop._core.messages import Usage
 from agentloop._core.pricing import NO_BILL, Bill, Price, bill
 from agentloop._core.results import SUMMARY_USAGE
@@ -47,7 +48,7 @@ class CostReport:
             "cache_read_share": round(total.cache_read_share, 4),
             "billed_input_ratio": round(total.billed_input_ratio, 4),
             "cost_usd": round(total.dollars, 6),
-            "cost_is_estimate": total.estimated,
+            "cost_is_estimate": total.estimated or total.usage.estimated,
             "requests": self.requests,
             "summary_requests": self.summary_requests,
             "summary_cost_usd": round(self.summaries.dollars, 6),
@@ -68,12 +69,15 @@ def session_cost(
         if message.created_at < session.created_at:  # a fork's copy, billed where it was made
             continue
         usage = Usage.from_mapping(message.usage) or Usage()
+        if message.metadata.get(USAGE_ESTIMATED) is True:  # the model's guess, no API count
+            usage = replace(usage, estimated=True)
         replies = replies + bill(usage, session.model, prices)
         requests += 1
     summaries, calls = NO_BILL, 0
     recorded = session.metadata.get(SUMMARY_USAGE)
     if isinstance(recorded, dict):
         usage = Usage.from_mapping(recorded) or Usage()
+        usage = replace(usage, estimated=recorded.get("estimated") is True)
         calls = int(recorded.get("calls") or 0)
         summaries = bill(usage, str(recorded.get("model") or session.model), prices)
     return CostReport(replies, summaries, requests, calls)

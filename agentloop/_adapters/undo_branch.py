@@ -3,7 +3,13 @@ was said after the compaction (the compacted session and the parent stay as they
 
 from __future__ import annotations
 
-from agentloop._adapters.records import COUNTED, fork_session, from_record, to_record
+from agentloop._adapters.records import (
+    COUNTED,
+    USAGE_ESTIMATED,
+    fork_session,
+    from_record,
+    to_record,
+)
 from agentloop._core.cut_and_prune import unbound_thinking
 from agentloop._errors import AgentloopError
 from agentloop._sessions import NewMessage, SessionStore
@@ -40,5 +46,5 @@ def undo_branch(store: SessionStore, session_id: str) -> tuple[str, int]:
 
 
 def _unmeasured(message: NewMessage) -> NewMessage:
-    metadata = {k: v for k, v in message.metadata.items() if k != COUNTED}
+    metadata = {k: v for k, v in message.metadata.items() if k not in (COUNTED, USAGE_ESTIMATED)}
     return message.model_copy(update={"usage": None, "metadata": metadata})

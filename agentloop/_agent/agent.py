@@ -49,6 +49,7 @@ if TYPE_CHECKING:
     from agentloop._adapters.session_costs import CostReport
     from agentloop._core.pricing import Price
     from agentloop._core.receipt import Receipt
+    from agentloop._loop.compaction_draft import CompactionDraft
 
 SYSTEM_PROMPT = """\
 You are agentloop, a careful and competent coding agent working in the user's project \
@@ -460,6 +461,21 @@ class CodingAgent:
     def compact(self, instructions: str | None = None) -> CompactionOutcome | None:
         try:
             return self.loop.compact(instructions)
+        finally:
+            self.save_state()
+
+    def draft_compaction(
+        self, instructions: str | None = None
+    ) -> CompactionDraft | CompactionOutcome | None:
+        """``/compact --review``: the compaction worked out (its summary written, or the one
+        prepared ahead taken) and not applied; apply it with :meth:`apply_compaction` or drop
+        it. The outcome instead when nothing would be compacted."""
+        return self.loop.draft_compaction(instructions)
+
+    def apply_compaction(self, draft: CompactionDraft) -> CompactionOutcome | None:
+        """Apply a reviewed compaction exactly as drafted (no second summary request)."""
+        try:
+            return draft.apply()
         finally:
             self.save_state()
 

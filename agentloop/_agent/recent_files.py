@@ -272,7 +272,8 @@ class FileRestorer:
             section = _section(shown, text, changed)
             tokens = self._tokens(section)
             if tokens > left:
-                skipped.append((shown, f"over the budget ({tokens:,} tokens, {left:,} left)"))
+                # Shown inside parentheses after the path: none of its own (no "((" / "))").
+                skipped.append((shown, f"over the budget: {tokens:,} tokens, {left:,} left"))
                 continue
             left -= tokens
             restored.append(shown)
@@ -298,7 +299,7 @@ class FileRestorer:
             if not stat.S_ISREG(info.st_mode):
                 return "", False, "not a regular file"
             if info.st_size > max(left, 0) * _BYTES_PER_TOKEN_MAX:
-                return "", False, f"over the budget ({info.st_size:,} bytes, {left:,} tokens left)"
+                return "", False, f"over the budget: {info.st_size:,} bytes, {left:,} tokens left"
             data = read_all(fd, info.st_size + 1)
         finally:
             os.close(fd)

@@ -412,6 +412,7 @@ def _interactive(
     if tty:
         import signal
 
+        from agentloop._cli.compact_review import terminal_ask
         from agentloop._cli.editor import history_path, terminal_reader
 
         # Ended from outside: unwind, so the terminal gets its echo back and the lease goes.
@@ -433,6 +434,7 @@ def _interactive(
             kept_input=terminal.kept,
             show_context=True,
             kept=kept,
+            ask=terminal_ask(terminal, sys.stderr),
         )
         from agentloop._cli.ui import shown, start_line
 

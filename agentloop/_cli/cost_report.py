@@ -34,14 +34,16 @@ def cost_lines(report: CostReport, title: str, what: str = "") -> list[str]:
     requests = (f"{what}; " if what else "") + plural(report.requests, "request")
     if report.summary_requests:
         requests += f", {plural(report.summary_requests, 'summary request')}"
-    mark = "~" if total.estimated else ""
+    mark = "~" if total.estimated or usage.estimated else ""
     price = f"{mark}${total.dollars:,.4f}"
     if report.summaries.dollars:
         price += f" (summaries {mark}${report.summaries.dollars:,.4f})"
+    g = "~" if usage.estimated else ""  # the model only guessed its usage: no API count
     return [
         f"{title} ({requests}):",
-        f"  input {usage.input_tokens:,} · cache write {usage.cache_creation_input_tokens:,} · "
-        f"cache read {usage.cache_read_input_tokens:,} · output {usage.output_tokens:,} tokens",
+        f"  input {g}{usage.input_tokens:,} · cache write {g}{usage.cache_creation_input_tokens:,}"
+        f" · cache read {g}{usage.cache_read_input_tokens:,} · output {g}{usage.output_tokens:,}"
+        " tokens",
         f"  cache reads {total.cache_read_share:.0%} of input · input billed at "
         f"{total.billed_input_ratio:.2f}× its uncached price · {price}",
     ]
@@ -58,4 +60,6 @@ def cost_text(session: CostReport, conversation: CostReport, session_id: str) ->
             "  ~ the model's price is not in the table: its family's was assumed "
             f"(set {PRICES_VARIABLE} to override)"
         )
+    if conversation.total.usage.estimated:
+        lines.append("  ~ the model estimated its usage locally: no API counted these tokens")
     return "\n".join(lines)

@@ -286,7 +286,9 @@ def _run_demo() -> int:
         (workspace / "calc.py").write_text(CALC)
         (workspace / "test_calc.py").write_text(TESTS)
         (workspace / "NOTES.md").write_text("# Notes from the team\n\n" + NOTES + "\n")
-        model = ScriptedModel(_script())
+        # The scripted model's usage is tiktoken's count of each request: an estimate, shown
+        # as one (`~`), since no API counts anything here.
+        model = ScriptedModel(_script(), estimated_usage=True)
         print(
             f"agentloop demo: a scripted model works on a small project in {workspace}\n"
             f"(context window {DEMO_WINDOW:,} tokens so that compaction shows; no network, "

@@ -9,6 +9,7 @@ import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from agentloop._adapters.records import USAGE_ESTIMATED
 from agentloop._cli.render import when
 from agentloop._core.blocks import BlockRenderer, media_description, tool_result_text
 from agentloop._core.figures import token_figure
@@ -36,7 +37,12 @@ def message_heading(message: StoredMessage) -> str:
     parts = [f"{number(message)} {message.role}", when(message.created_at)]
     usage = Usage.from_mapping(message.usage)
     if usage is not None:
-        parts.append(f"{usage.prompt_tokens:,} in / {usage.output_tokens:,} out tokens")
+        # `~` when the model only estimated its usage (the demo's): the API counted nothing.
+        source = "estimate" if message.metadata.get(USAGE_ESTIMATED) is True else "api"
+        parts.append(
+            f"{token_figure(usage.prompt_tokens, source)} in / "
+            f"{token_figure(usage.output_tokens, source)} out tokens"
+        )
     elif message.token_estimate is not None:
         parts.append(f"{token_figure(message.token_estimate, 'estimate')} tokens")
     flags = [key for key in ("pinned",) if message.metadata.get(key)]

@@ -19,12 +19,14 @@ from agentloop._errors import AgentloopError
 
 if TYPE_CHECKING:
     from agentloop._agent.agent import CodingAgent
+    from agentloop._cli.compact_review import Dialog
     from agentloop._cli.editor import Reader
     from agentloop._cli.ui import TerminalUI
 
 SLASH_COMMANDS: tuple[tuple[str, str], ...] = (
     ("/compact [instructions]", "compact the conversation now (instructions guide the summary)"),
     ("/compact --dry-run", "preview a compaction (and its instructions); writes nothing"),
+    ("/compact --review", "show the summary and the ledger first; then apply, ask again or abort"),
     ("/undo-compaction", "continue from before the last compaction, in a new branch"),
     ("/context", "context usage, where compaction triggers, the window and its source"),
     ("/cost", "tokens and price of this session and of the whole conversation"),
@@ -99,6 +101,8 @@ class Repl:
     """Called after every turn (the lease follows a session created by the first message)."""
     stop_when_unsaved: bool = False
     """Stop reading (piped input) once the store refuses a write, instead of waiting for it."""
+    ask: Callable[[str], str | None] | None = None
+    """A question's answer line (None: no answer); without it, the reader's next line."""
     failures: int = 0
     stopped: bool = False
     history: list[str] = field(default_factory=list)
@@ -129,7 +133,7 @@ class Repl:
                 return False
             if command in _HANDLERS or _looks_like_command(command):
                 with self._working():
-                    slash(self.agent, text)
+                    slash(self.agent, text, self._dialog())
                 self.after_turn()  # /clear, /undo-compaction: the lease follows the session
                 return True
         with self._working():
@@ -144,6 +148,13 @@ class Repl:
             enabled = self.agent.compaction_status().enabled
             _tell(indicator(self.agent.context(), enabled=enabled))
         return True
+
+    def _dialog(self) -> Dialog:
+        """Where a command asks back (``/compact --review``): the spinner stops first."""
+        from agentloop._cli.compact_review import LineDialog, piped_ask
+
+        ask = self.ask or piped_ask(lambda: self.reader.read(), sys.stderr)
+        return LineDialog(ask, sys.stderr, before=self.ui.end_turn)
 
     @contextlib.contextmanager
     def _working(self) -> Iterator[None]:
@@ -185,10 +196,13 @@ def _looks_like_command(word: str) -> bool:
     return "/" not in word[1:] and word[1:].isalpha()
 
 
-def slash(agent: CodingAgent, text: str) -> None:
-    """Run a slash command line (not /exit)."""
+def slash(agent: CodingAgent, text: str, dialog: Dialog | None = None) -> None:
+    """Run a slash command line (not /exit); ``dialog``: where a command may ask back."""
     command, _, rest = text.partition(" ")
     handler = _HANDLERS.get(command)
+    if handler is _compact:
+        _compact(agent, rest.strip(), dialog)
+        return
     if handler is None:
         names = [*_HANDLERS, *EXIT_COMMANDS]
         close = difflib.get_close_matches(command, names, n=1, cutoff=0.5)
@@ -221,13 +235,22 @@ def _cost(agent: CodingAgent, rest: str) -> None:
 
 
 DRY_RUN = "--dry-run"
-COMPACT_USAGE = "/compact [--dry-run] [instructions]"
+REVIEW = "--review"
+COMPACT_USAGE = "/compact [--dry-run | --review] [instructions]"
 
 
-def _compact(agent: CodingAgent, rest: str) -> None:
+def _compact(agent: CodingAgent, rest: str, dialog: Dialog | None = None) -> None:
     words = rest.split()
     # A preview never writes, wherever the flag is; anything else that looks like an option
     # (a mistyped flag) is refused rather than sent to the summarizer as instructions.
+    if DRY_RUN in words and REVIEW in words:
+        _tell(f"--dry-run and --review do not go together (usage: {COMPACT_USAGE})")
+        return
+    if REVIEW in words and dialog is not None:
+        from agentloop._cli.compact_review import review_compaction
+
+        review_compaction(agent, " ".join(w for w in words if w != REVIEW), dialog)
+        return
     if DRY_RUN in words:
         instructions = " ".join(w for w in words if w != DRY_RUN)
         _preview(agent, instructions)

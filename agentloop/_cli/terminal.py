@@ -131,16 +131,27 @@ class TerminalInput:
             if saved is not None:
                 self._set(saved)
 
+    @contextlib.contextmanager
+    def cooked(self) -> Iterator[None]:
+        """What is typed now is echoed and edited by the terminal, a line at a time (a question
+        shown inside it has its answer echoed however fast it is typed)."""
+        saved = self._attrs()
+        if saved is None:
+            yield
+            return
+        cooked = [list(item) if isinstance(item, list) else item for item in saved]
+        lflag = cooked[3]
+        assert isinstance(lflag, int)
+        cooked[3] = lflag | termios.ECHO | termios.ICANON | termios.ISIG
+        self._set(cooked)
+        try:
+            yield
+        finally:
+            self._set(saved)
+
     def read_line(self, prompt: str = "") -> str:
         """One line typed now, echoed (the terminal's own line editing); EOFError at Ctrl-D."""
-        saved = self._attrs()
-        if saved is not None:
-            cooked = [list(item) if isinstance(item, list) else item for item in saved]
-            lflag = cooked[3]
-            assert isinstance(lflag, int)
-            cooked[3] = lflag | termios.ECHO | termios.ICANON | termios.ISIG
-            self._set(cooked)
-        try:
+        with self.cooked():
             data = b""
             while not data.endswith(b"\n"):
                 chunk = os.read(self.fd, 4096)
@@ -150,6 +161,3 @@ class TerminalInput:
                     break
                 data += chunk
             return data.decode("utf-8", "replace").rstrip("\r\n")
-        finally:
-            if saved is not None:
-                self._set(saved)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal, Protocol, Required, TypeAlias, TypedDict, cast
+from typing import Any, Literal, Protocol, TypeAlias, TypedDict, cast
 
 from agentloop._core.blocks import (
     COMPACTION as COMPACTION,  # the kind and stop reason of a server compaction, re-exported
@@ -55,13 +55,11 @@ class AssistantMessageParam(TypedDict):
     content: Any
 
 
-class SystemMessageParam(TypedDict, total=False):
-    """A mid-conversation system message as the API takes it (its keys as the SDK's param)."""
-
-    role: Required[Literal["system"]]
-    content: Any
-    clear_at: Any  # the SDK's param has these two: without them ours is not assignable to it
-    output_config: Any
+# A mid-conversation system message, ``{"role": "system", "content": [...]}``. The SDK has two
+# params for it that no one TypedDict matches (``content`` required in the GA one, optional in
+# the beta one, and a TypedDict key must agree on that): typed Any, it passes to both
+# ``client.messages.create`` and ``client.beta.messages.create``.
+SystemMessageParam: TypeAlias = Any
 
 
 MessageParam: TypeAlias = UserMessageParam | AssistantMessageParam | SystemMessageParam
@@ -87,6 +85,9 @@ class Usage:
     output_tokens: int = 0
     cache_creation_input_tokens: int = 0
     cache_read_input_tokens: int = 0
+    estimated: bool = False
+    """True when no API counted these figures: a local estimate (a test double's, the demo's).
+    Such usage is measured, recorded and shown as an estimate (``~``), never as the API's."""
 
     @property
     def prompt_tokens(self) -> int:
@@ -106,6 +107,7 @@ class Usage:
                 self.cache_creation_input_tokens + other.cache_creation_input_tokens
             ),
             cache_read_input_tokens=self.cache_read_input_tokens + other.cache_read_input_tokens,
+            estimated=self.estimated or other.estimated,
         )
 
     def to_dict(self) -> dict[str, int]:
@@ -122,7 +124,7 @@ class Usage:
             return None
         if not isinstance(data, Mapping):
             raise MessageValidationError(f"usage must be a mapping, not {type(data).__name__}")
-        figures: dict[str, int] = {}
+        figures: dict[str, Any] = {}  # ints, for the fields before ``estimated``
         for name in _USAGE_FIELDS:
             value = data.get(name) or 0
             if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
@@ -381,7 +383,7 @@ def _to_param(item: Message | Mapping[str, Any] | ResponseLike) -> MessageParam:
         return item.to_param()
     param = Message.from_param(item).to_param()
     if isinstance(item, PrefixParam) and param["role"] == "user":
-        return PrefixParam.of(param, item.summary)
+        return PrefixParam.of(cast(UserMessageParam, param), item.summary)
     return param
 
 

@@ -163,6 +163,16 @@ class Preparation:
         self.spent, self.calls = Usage(), 0
         self.last_discard = reason
 
+    def count_discarded(self, usage: Usage, calls: int, reason: str) -> None:
+        """Summary requests made for a compaction that was not applied (a reviewed one the
+        user dropped): counted as discarded, with what they used."""
+        self.discarded += 1
+        self.discarded_usage = self.discarded_usage + usage
+        self.discarded_calls += calls
+        unreported, count = self._unreported
+        self._unreported = (unreported + usage, count + calls)
+        self.last_discard = reason
+
     def take(self) -> tuple[Usage, int]:
         """The usage and calls of the prepared work a compaction applies (then reset)."""
         spent, calls = self.spent, self.calls

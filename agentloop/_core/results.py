@@ -68,10 +68,12 @@ def child_metadata(summary: CompactionSummary) -> dict[str, Any]:
     where its token figures came from (the store's compaction entry keeps only the numbers) and
     what its summary requests used — every request billed since the previous compaction, those
     prepared in the background and thrown away included, so the cost shown is the whole bill."""
+    usage = summary.summary_usage + summary.discarded_usage
     return {
         **sources_metadata(summary.tokens_before_source, summary.tokens_after_source),
         SUMMARY_USAGE: {
-            **(summary.summary_usage + summary.discarded_usage).to_dict(),
+            **usage.to_dict(),
+            **({"estimated": True} if usage.estimated else {}),  # no API counted it
             "calls": summary.summary_calls + summary.discarded_calls,
             "model": summary.summary_model or summary.model,
             "continued": summary.summary_continued,

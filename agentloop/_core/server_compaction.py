@@ -113,7 +113,11 @@ def server_compaction_steps(
     edit = request.server_compaction
     trigger = edit.trigger_tokens if edit is not None else core.trigger_tokens
     before = compacted_tokens(response)
-    if before is not None:
+    if before is not None and any(i.usage.estimated for i in response.iterations):
+        usage = ContextUsage(
+            tokens=before, window=core.context_window, source="estimate", estimated_tokens=before
+        )
+    elif before is not None:
         usage = ContextUsage(
             tokens=before, window=core.context_window, source="api", reported_tokens=before
         )

@@ -47,6 +47,7 @@ from agentloop._errors import (
     ThinkingBindingError,
 )
 from agentloop._loop.ahead import Ahead
+from agentloop._loop.compaction_draft import CompactionDrafts
 from agentloop._loop.conversation_compacter import ConversationCompacter, count_within
 from agentloop._loop.drive import Runtime, Wiring, adrive, drive
 from agentloop._loop.events import EventFanOut
@@ -72,7 +73,7 @@ class ContextFullError(AgentloopError):
     """The conversation no longer fits and compaction is disabled or could not help."""
 
 
-class AgentLoop(TurnRules, ServerSteps):
+class AgentLoop(TurnRules, ServerSteps, CompactionDrafts):
     """A conversation over the model seam with tools, compaction and (optionally) a store.
 
     With a ``store``, the session is created on its first message, every message is appended
@@ -538,9 +539,10 @@ class AgentLoop(TurnRules, ServerSteps):
 
     def _record_reply(self, response: ModelResponse) -> Steps[None]:
         compacter = self.compacter
-        if compacter is not None:
+        if compacter is not None and not response.usage.estimated:
             # What we sent, estimated locally, beside what the API counted: the calibration
-            # learns from every reply. The sum is kept up to date, not recomputed per turn.
+            # learns from every reply (but one whose usage the model only estimated). The sum
+            # is kept up to date, not recomputed per turn.
             if self._local_sum is None:
                 self._local_sum = sum(compacter.count(m) for m in self.messages)
             sent = self._local_sum + compacter.fixed_tokens(self.system, self.tool_definitions)

@@ -7,6 +7,7 @@ the clock, the hook runner) and runs its effects, synchronously or on an event l
 
 from __future__ import annotations
 
+import copy
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
@@ -192,6 +193,19 @@ class ConversationCompacter(CompactionCore):
     def discard_prepared(self, reason: str) -> None:
         """Throw the prepared summary (and what was spent on it) away, counted."""
         self.preparation.discard(reason)
+
+    def checkpoint(self) -> Callable[[], None]:
+        """What puts this compacter back as it is now, for a compaction worked out and not
+        applied (``/compact --review`` dropped): what waits to be carried, the circuit breaker
+        and the summary prepared ahead (usable again), with the counts."""
+        state = (self._last_output, self._breaker_until, self._undone_hold, self.later)
+        preparation = copy.copy(self.preparation)
+
+        def restore() -> None:
+            self._last_output, self._breaker_until, self._undone_hold, self.later = state
+            self.preparation = preparation
+
+        return restore
 
     @property
     def prepared(self) -> PreparedSummary | None:

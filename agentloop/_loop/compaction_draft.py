@@ -1,0 +1,196 @@
+"""A manual compaction reviewed before it applies (``/compact --review``).
+
+The compaction runs as ``/compact`` runs it, effect by effect, up to its one write
+(:class:`~agentloop._core.effects.SaveTransition`), and waits there: the summary is written (or
+the one prepared in the background is taken, with no model call), the child is built, nothing is
+stored. :meth:`CompactionDraft.apply` goes on from that write with exactly that child: no second
+summary request. :meth:`CompactionDraft.drop` forgets it: the loop never changed, and the
+compacter is as it was before (a summary prepared ahead is usable again); what the summary
+requests of a dropped draft used is counted as discarded, as any summary not applied.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from agentloop._core.api_compaction import API_SUMMARY
+from agentloop._core.effects import CallModel, Effect, SaveTransition, Steps
+from agentloop._core.ledger import ledger_budget, ledger_text
+from agentloop._core.messages import Message, Usage
+from agentloop._core.results import CompactionOutcome, CompactionSummary, CompactionTransition
+from agentloop._loop.conversation_compacter import ConversationCompacter
+
+Perform = Callable[[Effect[Any]], object]
+NOT_APPLIED = "the reviewed compaction was not applied"
+
+
+class CompactionDraft:
+    """A compaction worked out to its write and waiting for a word: apply it, or drop it."""
+
+    def __init__(
+        self,
+        steps: Steps[CompactionOutcome | None],
+        save: SaveTransition,
+        perform: Perform,
+        restore: Callable[[CompactionSummary | None], None],
+        ledger: str,
+        requests: int,
+    ) -> None:
+        self._steps = steps
+        self._save = save
+        self._perform = perform
+        self._restore = restore
+        self._open = True
+        self.ledger = ledger
+        """The artifact ledger as the child carries it ('' when there is none)."""
+        self.requests = requests
+        """The model calls made to work it out (0: the summary prepared ahead, no call)."""
+
+    @property
+    def transition(self) -> CompactionTransition:
+        """The child as it would be saved, with its summary (``transition.summary.summary``)."""
+        return self._save.transition
+
+    @property
+    def signed(self) -> bool:
+        """Whether the API wrote the summary (on-demand compaction): a signed block, which can
+        be shown and applied or asked for again, never edited."""
+        return self.transition.summary.strategy == API_SUMMARY
+
+    def apply(self) -> CompactionOutcome | None:
+        """Write the child and continue in it, exactly as drafted (no model call)."""
+        if not self._open:
+            raise RuntimeError("this compaction draft was already applied or dropped")
+        self._open = False
+        return _finish(self._steps, self._save, self._perform)
+
+    def drop(self) -> None:
+        """Forget the draft: nothing is written, the compacter is as it was before it."""
+        if not self._open:
+            return
+        self._open = False
+        self._steps.close()
+        self._restore(self.transition.summary)
+
+
+class CompactionDrafts:
+    """``draft_compaction`` (mixed into :class:`~agentloop.AgentLoop`)."""
+
+    compacter: ConversationCompacter | None
+    messages: list[Message]
+
+    def _compaction_steps(
+        self, *, force: bool, instructions: str | None, emergency: bool = False
+    ) -> Steps[CompactionOutcome | None]:
+        raise NotImplementedError  # the loop's
+
+    def _perform(self, effect: Effect[Any]) -> object:
+        raise NotImplementedError  # the loop's
+
+    def draft_compaction(
+        self, instructions: str | None = None
+    ) -> CompactionDraft | CompactionOutcome | None:
+        """The manual compaction (``/compact [instructions]``) worked out and not applied: a
+        :class:`CompactionDraft`; the outcome instead when nothing would be compacted (why is
+        in it); None without a compacter. Ctrl-C while it is worked out leaves the compacter
+        as it was."""
+        compacter = self.compacter
+        if compacter is None:
+            return None
+        restore = _counted(compacter)
+        ledger = ledger_of(self.messages, compacter)
+        steps = self._compaction_steps(force=True, instructions=instructions)
+        calls = 0
+
+        def perform(effect: Effect[Any]) -> object:
+            nonlocal calls
+            calls += isinstance(effect, CallModel)
+            return self._perform(effect)
+
+        try:
+            reached = _until_save(steps, perform)
+        except BaseException:
+            steps.close()
+            restore(None)
+            raise
+        if isinstance(reached, SaveTransition):
+            return CompactionDraft(steps, reached, self._perform, restore, ledger, calls)
+        return reached
+
+
+def _counted(compacter: ConversationCompacter) -> Callable[[CompactionSummary | None], None]:
+    """What puts ``compacter`` back as it is now (:meth:`ConversationCompacter.checkpoint`),
+    counting the summary requests of the compaction not applied as discarded, with their cost
+    (those of the summary prepared ahead it took stay the prepared work's, usable again)."""
+    restore = compacter.checkpoint()
+    before = compacter.preparation
+    spent, calls = before.spent, before.calls
+
+    def restored(summary: CompactionSummary | None) -> None:
+        restore()
+        if summary is None:
+            return
+        usage, made = summary.summary_usage, summary.summary_calls
+        if summary.prepared:
+            usage, made = _minus(usage, spent), made - calls
+        if made > 0:
+            compacter.preparation.count_discarded(usage, made, NOT_APPLIED)
+
+    return restored
+
+
+def _minus(usage: Usage, part: Usage) -> Usage:
+    return Usage(
+        input_tokens=max(0, usage.input_tokens - part.input_tokens),
+        output_tokens=max(0, usage.output_tokens - part.output_tokens),
+        cache_creation_input_tokens=max(
+            0, usage.cache_creation_input_tokens - part.cache_creation_input_tokens
+        ),
+        cache_read_input_tokens=max(
+            0, usage.cache_read_input_tokens - part.cache_read_input_tokens
+        ),
+        estimated=usage.estimated,
+    )
+
+
+def _until_save(
+    steps: Steps[CompactionOutcome | None], perform: Perform
+) -> SaveTransition | CompactionOutcome | None:
+    """Drive ``steps`` (as :func:`~agentloop._loop.drive.drive` does) up to its
+    :class:`SaveTransition`, not performed; or to its end when it has none."""
+    try:
+        effect = next(steps)
+        while not isinstance(effect, SaveTransition):
+            try:
+                value = perform(effect)
+            except Exception as error:  # handed to the core, which owns the policy
+                effect = steps.throw(error)
+            else:
+                effect = steps.send(value)
+        return effect
+    except StopIteration as done:
+        result: CompactionOutcome | None = done.value
+        return result
+
+
+def _finish(
+    steps: Steps[CompactionOutcome | None], effect: Effect[Any], perform: Perform
+) -> CompactionOutcome | None:
+    """Drive ``steps`` on from ``effect`` (performed first) to its end."""
+    try:
+        while True:
+            try:
+                value = perform(effect)
+            except Exception as error:
+                effect = steps.throw(error)
+            else:
+                effect = steps.send(value)
+    except StopIteration as done:
+        result: CompactionOutcome | None = done.value
+        return result
+
+
+def ledger_of(messages: Sequence[Message], compacter: ConversationCompacter) -> str:
+    """The artifact ledger a compaction of ``messages`` carries ('' when there is none)."""
+    return ledger_text(messages, ledger_budget(compacter.context_window), compacter.counter_text)
