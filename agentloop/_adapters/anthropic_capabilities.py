@@ -6,9 +6,10 @@ by model id answers when the lookup fails (offline, a proxy without the Models A
 
 from __future__ import annotations
 
+import contextlib
 import re
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit
@@ -205,39 +206,39 @@ def _lookup_client(client: anthropic.Anthropic) -> anthropic.Anthropic:
     return client.with_options(max_retries=_MODELS_API_RETRIES, timeout=_MODELS_API_TIMEOUT)
 
 
-def fetch_capabilities(model: str, client: anthropic.Anthropic) -> ModelCapabilities:
-    """Ask the Models API about ``model``; raises a one-line :class:`ModelError` when it
-    cannot answer (unknown model, no key, unreachable, Bedrock)."""
+@contextlib.contextmanager
+def _asking_about(
+    model: str, client: anthropic.Anthropic | anthropic.AsyncAnthropic
+) -> Iterator[None]:
+    """Around a Models API lookup of ``model``: Bedrock refused up front, any failure made the
+    one-line :class:`ModelError` the fallback catches."""
     import anthropic
 
     if is_bedrock(client):
         raise ModelError(f"the Models API is not available on Bedrock ({model})")
     try:
-        info = _lookup_client(client).beta.models.retrieve(model, betas=[ON_DEMAND_BETA])
+        yield
     except anthropic.NotFoundError as error:
         raise ModelError(
             f"the Models API does not know the model {model!r}", status_code=404
         ) from error
     except (anthropic.AnthropicError, TypeError) as error:
         raise _lookup_error(model, error, client) from error
+
+
+def fetch_capabilities(model: str, client: anthropic.Anthropic) -> ModelCapabilities:
+    """Ask the Models API about ``model``; raises a one-line :class:`ModelError` when it
+    cannot answer (unknown model, no key, unreachable, Bedrock)."""
+    with _asking_about(model, client):
+        info = _lookup_client(client).beta.models.retrieve(model, betas=[ON_DEMAND_BETA])
     return capabilities_from_info(model, info.model_dump(mode="json"))
 
 
 async def afetch_capabilities(model: str, client: anthropic.AsyncAnthropic) -> ModelCapabilities:
     """The async form of :func:`fetch_capabilities`."""
-    import anthropic
-
-    if is_bedrock(client):
-        raise ModelError(f"the Models API is not available on Bedrock ({model})")
     lookup = client.with_options(max_retries=_MODELS_API_RETRIES, timeout=_MODELS_API_TIMEOUT)
-    try:
+    with _asking_about(model, client):
         info = await lookup.beta.models.retrieve(model, betas=[ON_DEMAND_BETA])
-    except anthropic.NotFoundError as error:
-        raise ModelError(
-            f"the Models API does not know the model {model!r}", status_code=404
-        ) from error
-    except (anthropic.AnthropicError, TypeError) as error:
-        raise _lookup_error(model, error, client) from error
     return capabilities_from_info(model, info.model_dump(mode="json"))
 
 

@@ -20,6 +20,7 @@ from agentloop._core.ledger import ledger_budget, ledger_text
 from agentloop._core.messages import Message, Usage
 from agentloop._core.results import CompactionOutcome, CompactionSummary, CompactionTransition
 from agentloop._loop.conversation_compacter import ConversationCompacter
+from agentloop._loop.drive import drive
 
 Perform = Callable[[Effect[Any]], object]
 NOT_APPLIED = "the reviewed compaction was not applied"
@@ -63,7 +64,7 @@ class CompactionDraft:
         if not self._open:
             raise RuntimeError("this compaction draft was already applied or dropped")
         self._open = False
-        return _finish(self._steps, self._save, self._perform)
+        return drive(self._steps, self._perform, first=self._save)
 
     def drop(self) -> None:
         """Forget the draft: nothing is written, the compacter is as it was before it."""
@@ -169,23 +170,6 @@ def _until_save(
             else:
                 effect = steps.send(value)
         return effect
-    except StopIteration as done:
-        result: CompactionOutcome | None = done.value
-        return result
-
-
-def _finish(
-    steps: Steps[CompactionOutcome | None], effect: Effect[Any], perform: Perform
-) -> CompactionOutcome | None:
-    """Drive ``steps`` on from ``effect`` (performed first) to its end."""
-    try:
-        while True:
-            try:
-                value = perform(effect)
-            except Exception as error:
-                effect = steps.throw(error)
-            else:
-                effect = steps.send(value)
     except StopIteration as done:
         result: CompactionOutcome | None = done.value
         return result

@@ -249,10 +249,13 @@ def run_tool(call: RunTool) -> ToolResult:
         return ToolResult(f"{type(error).__name__}: {error}", is_error=True)
 
 
-def drive(steps: Steps[T], perform: Callable[[Effect[Any]], object]) -> T:
-    """Run ``steps`` to its end, performing each effect with ``perform``."""
+def drive(
+    steps: Steps[T], perform: Callable[[Effect[Any]], object], first: Effect[Any] | None = None
+) -> T:
+    """Run ``steps`` to its end, performing each effect with ``perform``; ``first``: the effect
+    ``steps`` already yielded and waits on (a run stopped there and resumed)."""
     try:
-        effect = next(steps)
+        effect = next(steps) if first is None else first
         while True:
             try:
                 value = perform(effect)
