@@ -300,7 +300,8 @@ def derive(messages: Sequence[Message], start: Ledger | None = None) -> Ledger:
 
 # -- rendering, reading back, the budget ----------------------------------------------------
 
-_TODO_MARK = {"completed": "[x]", "in_progress": "[ ] (in progress)", "pending": "[ ]"}
+TODO_MARKS = {"completed": "[x]", "in_progress": "[ ] (in progress)", "pending": "[ ]"}
+"""How a todo's state is written where the model reads it (the ledger, the receipt)."""
 _SECTIONS = ("Files", "Commands", "Errors", "Failing tests", "Todos", "User requests")
 
 
@@ -320,7 +321,7 @@ def _lines(ledger: Ledger) -> dict[str, list[str]]:
         "Commands": [f"- {c.outcome}: {c.command}" for c in ledger.commands],
         "Errors": [f"- {line}" for line in ledger.errors],
         "Failing tests": failing,
-        "Todos": [f"- {_TODO_MARK.get(s, '[ ]')} {c}" for s, c in ledger.todos],
+        "Todos": [f"- {TODO_MARKS.get(s, '[ ]')} {c}" for s, c in ledger.todos],
         "User requests": ["- " + shorten_request(r).replace("\n", "\n  ") for r in ledger.requests],
     }
 

@@ -26,7 +26,7 @@ from agentloop._core.blocks import (
     is_tool_use,
     tool_result_text,
 )
-from agentloop._core.ledger import command_outcome, error_lines
+from agentloop._core.ledger import TODO_MARKS, command_outcome, error_lines
 from agentloop._core.messages import Message
 
 __all__ = [
@@ -56,7 +56,6 @@ expected whole in a context."""
 TYPED_MAX = 2_000
 """Numbers are taken from requests up to this long (what a person typed, not a paste)."""
 _FILE_TOOLS = ("read_file", "write_file", "edit_file")
-_TODO_MARK = {"completed": "[x]", "in_progress": "[ ] (in progress)", "pending": "[ ]"}
 _NUMBER = re.compile(r"\d[\d,._:]*\d|\d|\d+(?:s|ms|kb|mb|gb|%)", re.I)
 _WORD = re.compile(r"[A-Za-z0-9_]{2,}")
 _TERM = re.compile(r"[^\W_]+")
@@ -189,7 +188,7 @@ def span_facts(history: Sequence[Message], start: int, end: int) -> list[Fact]:
         add("commands", (command, outcomes.get(command, "ok")), command)
     for content in sorted(span_todos):
         if content in todos:  # an item dropped from the list since has no state left
-            add("todos", (f"{_TODO_MARK.get(todos[content], '[ ]')} {content}",), content)
+            add("todos", (f"{TODO_MARKS.get(todos[content], '[ ]')} {content}",), content)
     for message in history[start:end]:
         for text in _requests(message):
             words = _one_line(text)
