@@ -32,6 +32,8 @@ from support.loop_scripts import (
     unmarked,
 )
 
+from agentloop._adapters.records import from_record
+from agentloop._core.api_compaction import CARRIED_OPEN
 from agentloop._core.validation import DEFAULT_MODEL
 
 # -- the stdin-driven mode, through the console script ----------------------------------------
@@ -261,12 +263,17 @@ def test_resume_of_a_compacted_parent_continues_at_the_newest_child(cli: CLI) ->
     assert f"Resuming session {child[:8]}" in run.err
     request = cli.script.conversation[-1]
     assert opens_with_api_summary(request)
-    assert request["messages"][-1]["content"][0]["text"] == "where were we?"
+    # The new message, then what /compact carried and kept waiting across the exit.
+    asked, carried = request["messages"][-2:]
+    assert asked["content"][0]["text"] == "where were we?"
+    assert carried["role"] == "system" and CARRIED_OPEN in carried["content"][0]["text"]
     with cli.store() as store:
         assert store.get_session(parent).message_count == parent_before
-        assert store.get_session(child).message_count == child_before + 2
+        assert store.get_session(child).message_count == child_before + 3
         stored = store.get_messages(child)
-        assert [m.to_param() for m in stored[:-1]] == unmarked(request["messages"])
+        # As sent (the system message is stored as a user record marked so).
+        sent = [from_record(m).to_param() for m in stored[:-1]]
+        assert sent == unmarked(request["messages"])
         # 5.x replies begin with thinking: the reply's text block.
         assert [b["text"] for b in stored[-1].content if b["type"] == "text"] == ["resumed"]
 
@@ -331,8 +338,8 @@ def test_continue_goes_to_the_newest_descendant_of_the_latest_session(cli: CLI) 
 
     assert run.code == 0, run.err
     assert opens_with_api_summary(cli.script.conversation[-1])
-    with cli.store() as store:
-        assert store.get_session(child).message_count == child_before + 2
+    with cli.store() as store:  # the message, what /compact carried, the reply
+        assert store.get_session(child).message_count == child_before + 3
 
 
 def test_continue_with_no_session_here_is_an_error(cli: CLI) -> None:

@@ -31,6 +31,7 @@ from agentloop._agent.session_prefix import (
     update_text,
 )
 from agentloop._agent.workspace import Workspace
+from agentloop._core.blocks import is_text, text_block
 from agentloop._core.compaction_core import CompactionSettings
 from agentloop._core.context import CompactionDecision
 from agentloop._core.messages import ContentBlock, Message
@@ -78,6 +79,19 @@ before a compaction that the summary left out, look it up with search_history.
 
 DEFAULT_INSTRUCTIONS_FRACTION = 0.10
 """The default instruction budget: this fraction of the context window."""
+CARRIED_KEY = "carried_later"
+"""The session metadata key of what the newest compaction carries and has not placed yet (the
+text blocks of its system message), so an exit before the next message loses none of it."""
+
+
+def _carried_from_metadata(value: object) -> Message | None:
+    """The waiting carried message kept under :data:`CARRIED_KEY` (None: none, or not text)."""
+    if not isinstance(value, list) or not value:
+        return None
+    texts = [b.get("text") for b in value if isinstance(b, dict) and is_text(b)]
+    if len(texts) != len(value) or not all(isinstance(t, str) and t for t in texts):
+        return None
+    return Message.system(tuple(dict(text_block(str(t))) for t in texts))
 
 
 def system_prompt(workspace: Path, instructions: str = "") -> str:
@@ -150,6 +164,7 @@ class CodingAgent:
         self.restored: RestoreReport | None = None
         """What the last compaction of this session brought back (None: none yet)."""
         messages: list[Message] = []
+        waiting: Message | None = None
         calibration = Calibration()
         stored: StoredPrefix | None = None
         if resume_id is not None:
@@ -169,6 +184,7 @@ class CodingAgent:
                 self.recent_files = RecentFiles.from_dict(saved["recent_files"], space)
             if isinstance(saved.get("restored_files"), dict):
                 self.restored = RestoreReport.from_dict(saved["restored_files"])
+            waiting = _carried_from_metadata(saved.get(CARRIED_KEY))
         if restore_budget_tokens is None:
             restore_budget_tokens = int(context_window * DEFAULT_RESTORE_FRACTION)
         self.restorer = FileRestorer(
@@ -193,6 +209,9 @@ class CodingAgent:
             hooks=hooks,
             window_source=window_source,
         )
+        # What a compaction before the last exit carried and could not place yet (its child
+        # ended with a reply): it goes with the next message, as it would have.
+        self.compacter.later = waiting
         if instructions_budget_tokens is None:
             instructions_budget_tokens = int(context_window * DEFAULT_INSTRUCTIONS_FRACTION)
         self._space = space
@@ -377,8 +396,10 @@ class CodingAgent:
             return None
         from agentloop._adapters.compaction_receipt import session_receipt
 
+        later = self.compacter.later  # carried with the next message: in the context by then
+        context = [*self.loop.messages, *([] if later is None else [later])]
         try:
-            return session_receipt(self.store, self.session_id, self.loop.messages)
+            return session_receipt(self.store, self.session_id, context)
         except SessionError:
             return None  # the store cannot say now: /context shows the rest
 
@@ -512,6 +533,8 @@ class CodingAgent:
         }
         if self.restored is not None:
             metadata["restored_files"] = self.restored.to_dict()
+        later = self.compacter.later
+        metadata[CARRIED_KEY] = None if later is None else list(later.content)  # None: removed
         if calibration is not None:
             metadata["calibration"] = calibration.to_dict()
         self.store.update_session(self.loop.session_id, metadata=metadata)

@@ -292,10 +292,13 @@ class Receipt:
         total = sum(self.facts.values())
         if not total:
             return ["Nothing was compacted."]
-        out = [
-            f"Left out of the context by the last compaction: {self.left_out} of {total} facts "
-            "(search_history finds each)"
-        ]
+        if not self.left_out:
+            out = [f"The last compaction left nothing out of the context: all {total} facts"]
+        else:
+            out = [
+                f"Left out of the context by the last compaction: {self.left_out} of {total} "
+                "facts (search_history finds each)"
+            ]
         for kind in KINDS:
             missing = self.missing.get(kind, ())
             if not self.facts.get(kind):
