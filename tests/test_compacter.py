@@ -452,6 +452,10 @@ def test_compaction_that_saves_nothing_returns_none_and_opens_the_breaker() -> N
     outcome = compact(c, history)
     assert outcome.transition is None  # the digest is larger than the two tiny messages
     assert outcome.skipped is not None and "would not reduce" in outcome.skipped
+    # The sizes follow the one figure rule (here both estimates): no "(estimated)" inside the
+    # parentheses of the reason.
+    assert re.search(r"\(~[\d,]+ → ~[\d,]+ tokens\)", outcome.skipped), outcome.skipped
+    assert "((" not in outcome.skipped and "))" not in outcome.skipped
     decision = c.should_compact(history)
     assert not decision.compact and "circuit breaker" in decision.reason
 

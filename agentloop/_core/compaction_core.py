@@ -49,6 +49,7 @@ from agentloop._core.effects import (
     Steps,
     perform,
 )
+from agentloop._core.figures import token_figure
 from agentloop._core.messages import (
     Message,
     MessageValidator,
@@ -423,13 +424,16 @@ class CompactionCore:
         budget = job.budget
         trigger, before, after = budget.trigger, budget.before, measured.tokens
         requested = job.decision.requested
-        unit = "tokens" if measured.by_api else "tokens (estimated)"
+        # One figure rule (``figures.py``): a bare figure was counted by the API, ``~`` estimated.
+        sizes = (
+            f"{token_figure(before, job.decision.usage.source)} → "
+            f"{token_figure(after, 'api' if measured.by_api else 'estimate')} tokens"
+        )
         if after >= before:
             if not requested:
                 self._breaker_until = self._pause(before)
             return (
-                f"compaction would not reduce the context ({before:,} → {after:,} "
-                f"{unit}); kept the conversation as it is"
+                f"compaction would not reduce the context ({sizes}); kept the conversation as it is"
             )
         if before >= trigger and after >= trigger:
             if requested and after + self.max_output_tokens <= self.context_window:
@@ -438,15 +442,15 @@ class CompactionCore:
                 pause = self._breaker_until = self._pause(after)
                 waits = "" if pause is None else f"; automatic compaction pauses until {pause:,}"
                 job.warnings.append(
-                    f"compaction could not bring the context under the trigger ({before:,} → "
-                    f"{after:,} {unit}, trigger {trigger:,}): it goes on above it{waits}"
+                    f"compaction could not bring the context under the trigger ({sizes}, trigger "
+                    f"{trigger:,}): it goes on above it{waits}"
                 )
                 return None
             if not requested:
                 self._breaker_until = self._pause(before)
             return (
-                f"compaction could not bring the context under the trigger ({before:,} → "
-                f"{after:,} {unit}, trigger {trigger:,}); kept the conversation as it is "
+                f"compaction could not bring the context under the trigger ({sizes}, trigger "
+                f"{trigger:,}); kept the conversation as it is "
                 "— start a new session or /compact with instructions to keep less"
             )
         if requested or not budget.refused(after):
