@@ -80,3 +80,21 @@ def test_a_carried_context_the_store_holds_in_another_shape_is_ignored(cli: CLI)
 
     assert run.code == 0, run.err
     assert _carried(cli.fake_api.message_requests[-1]) == []
+
+
+def test_undo_and_clear_drop_what_the_compaction_they_leave_behind_carried(cli: CLI) -> None:
+    """After ``/undo-compaction`` the uncompacted history holds everything (the carried context
+    would repeat it); after ``/clear`` nothing was compacted."""
+    for command in ("/undo-compaction", "/clear"):
+        for n in range(len(REQUESTS)):
+            cli.script.add(text_reply(filler(f"answer {n}", 120)))
+        cli.script.add(text_reply("ok"))
+        lines = [*REQUESTS, "/compact", command, "and now?"]
+
+        run = cli.run(*WIDE, stdin="\n".join(lines))
+
+        assert run.code == 0, run.err
+        assert len(run.notices) == 1
+        body = cli.fake_api.message_requests[-1]
+        assert body["messages"][-1]["content"][0]["text"] == "and now?", command
+        assert _carried(body) == [], command

@@ -473,6 +473,7 @@ class CodingAgent:
         self.loop.flush()
         branch, kept = undo_branch(self.store, self.session_id)
         self.loop.switch(branch, [from_record(r) for r in self.store.get_messages(branch)])
+        self.compacter.later = None  # what the undone compaction carried: its summary is gone
         self.save_state()
         decision = self.loop.context()
         if decision is not None:  # past the trigger: not compacted again at the next message

@@ -241,6 +241,8 @@ class AgentLoop(TurnRules, ServerSteps, CompactionDrafts):
         self.switch(self.runtime.wiring.new_session_id(), [])
         self._stored = False
         self.last_transition = None
+        if self.compacter is not None:  # nothing was compacted in a fresh conversation
+            self.compacter.later = None
         return self.session_id
 
     def request_compaction(self, instructions: str | None = None) -> None:
