@@ -38,12 +38,12 @@ def cost_lines(report: CostReport, title: str, what: str = "") -> list[str]:
     price = f"{mark}${total.dollars:,.4f}"
     if report.summaries.dollars:
         price += f" (summaries {mark}${report.summaries.dollars:,.4f})"
-    g = "~" if usage.estimated else ""  # the model only guessed its usage: no API count
+    guess = "~" if usage.estimated else ""  # the model only guessed its usage: no API count
     return [
         f"{title} ({requests}):",
-        f"  input {g}{usage.input_tokens:,} · cache write {g}{usage.cache_creation_input_tokens:,}"
-        f" · cache read {g}{usage.cache_read_input_tokens:,} · output {g}{usage.output_tokens:,}"
-        " tokens",
+        f"  input {guess}{usage.input_tokens:,} · cache write "
+        f"{guess}{usage.cache_creation_input_tokens:,} · cache read "
+        f"{guess}{usage.cache_read_input_tokens:,} · output {guess}{usage.output_tokens:,} tokens",
         f"  cache reads {total.cache_read_share:.0%} of input · input billed at "
         f"{total.billed_input_ratio:.2f}× its uncached price · {price}",
     ]
