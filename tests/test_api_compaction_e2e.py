@@ -246,8 +246,9 @@ def test_a_background_swap_keeps_the_turns_appended_meanwhile(
     assert fake_api.refusals == [] and fake_api.violations == []
 
 
+@pytest.mark.parametrize("strategy", ["auto", "summarize", "sliding_window", "prune", "server"])
 def test_a_14_turn_cli_session_with_tools_at_16k_compacts_on_the_default_model(
-    cli: CLI, workspace: Path
+    cli: CLI, workspace: Path, strategy: str
 ) -> None:
     from agentloop._core.validation import DEFAULT_MODEL
 
@@ -259,10 +260,20 @@ def test_a_14_turn_cli_session_with_tools_at_16k_compacts_on_the_default_model(
         lines.append(filler(f"request {n}", 60))
         cli.script.add(tool_reply(("read_file", {"path": f"module_{n}.py"}), text="Reading."))
         cli.script.add(text_reply(filler(f"answer {n}", 80)))
-    run = cli.run("--context-window", str(WINDOW), stdin="\n".join(lines) + "\n")
+    run = cli.run(
+        "--context-window",
+        str(WINDOW),
+        "--compaction-strategy",
+        strategy,
+        stdin="\n".join(lines) + "\n",
+    )
     assert run.code == 0, run.err
-    assert run.notices, run.err
-    assert "written by the API" in run.err or "prepared in the background by the API" in run.err
     bodies = cli.fake_api.message_requests
-    assert any(body.get("compaction") is not None for body in bodies)
-    assert cli.fake_api.refusals == []  # and the fixture: no violation either
+    assert run.notices, run.err
+    if strategy == "server":  # the API's threshold compaction rode on the requests
+        assert any(body.get("context_management") for body in bodies)
+    if strategy in ("auto", "summarize"):
+        assert "written by the API" in run.err or "prepared in the background by the API" in run.err
+        assert any(body.get("compaction") is not None for body in bodies)
+    assert thinking_sent(cli.fake_api) > 0  # thinking went back after the compactions...
+    assert cli.fake_api.refusals == []  # ...and none was refused (the fixture: no violation)
