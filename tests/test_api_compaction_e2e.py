@@ -275,5 +275,5 @@ def test_a_14_turn_cli_session_with_tools_at_16k_compacts_on_the_default_model(
     if strategy in ("auto", "summarize"):
         assert "written by the API" in run.err or "prepared in the background by the API" in run.err
         assert any(body.get("compaction") is not None for body in bodies)
-    assert thinking_sent(cli.fake_api) > 0  # thinking went back after the compactions...
+    assert thinking_sent(cli.fake_api) > 0  # thinking was sent back (the model thinks)...
     assert cli.fake_api.refusals == []  # ...and none was refused (the fixture: no violation)
