@@ -66,21 +66,26 @@ class TerminalInput:
             termios.tcsetattr(self.fd, termios.TCSANOW, attrs)
 
     @contextlib.contextmanager
-    def busy(self) -> Iterator[None]:
-        """While the agent works: no echo, no line buffering; Ctrl-C still interrupts."""
+    def _local_modes(self, on: int, off: int) -> Iterator[None]:
+        """The terminal's local modes with ``on`` set and ``off`` cleared, restored after (no
+        change where stdin is no terminal)."""
         saved = self._attrs()
         if saved is None:
             yield
             return
-        quiet = [list(item) if isinstance(item, list) else item for item in saved]
-        lflag = quiet[3]
+        changed = [list(item) if isinstance(item, list) else item for item in saved]
+        lflag = changed[3]
         assert isinstance(lflag, int)
-        quiet[3] = (lflag & ~(termios.ECHO | termios.ICANON)) | termios.ISIG
-        self._set(quiet)
+        changed[3] = (lflag & ~off) | on
+        self._set(changed)
         try:
             yield
         finally:
             self._set(saved)
+
+    def busy(self) -> contextlib.AbstractContextManager[None]:
+        """While the agent works: no echo, no line buffering; Ctrl-C still interrupts."""
+        return self._local_modes(on=termios.ISIG, off=termios.ECHO | termios.ICANON)
 
     def take_pending(self) -> str:
         """Read what was typed and not yet read (without waiting) and keep it for later."""
@@ -105,14 +110,7 @@ class TerminalInput:
     def read_key(self) -> str:
         """One key typed now, not echoed: ``up``, ``down``, ``enter``, ``backspace``, ``eof``
         (Ctrl-D, or the terminal closed), ``interrupt`` (Ctrl-C), ``escape`` or the character."""
-        saved = self._attrs()
-        if saved is not None:
-            raw = [list(item) if isinstance(item, list) else item for item in saved]
-            lflag = raw[3]
-            assert isinstance(lflag, int)
-            raw[3] = lflag & ~(termios.ECHO | termios.ICANON | termios.ISIG)
-            self._set(raw)
-        try:
+        with self._local_modes(on=0, off=termios.ECHO | termios.ICANON | termios.ISIG):
             while not self._keys:
                 chunk = os.read(self.fd, 64)
                 if not chunk:
@@ -127,27 +125,11 @@ class TerminalInput:
                 return "other"
             key, self._keys = self._keys[0], self._keys[1:]
             return key
-        finally:
-            if saved is not None:
-                self._set(saved)
 
-    @contextlib.contextmanager
-    def cooked(self) -> Iterator[None]:
+    def cooked(self) -> contextlib.AbstractContextManager[None]:
         """What is typed now is echoed and edited by the terminal, a line at a time (a question
         shown inside it has its answer echoed however fast it is typed)."""
-        saved = self._attrs()
-        if saved is None:
-            yield
-            return
-        cooked = [list(item) if isinstance(item, list) else item for item in saved]
-        lflag = cooked[3]
-        assert isinstance(lflag, int)
-        cooked[3] = lflag | termios.ECHO | termios.ICANON | termios.ISIG
-        self._set(cooked)
-        try:
-            yield
-        finally:
-            self._set(saved)
+        return self._local_modes(on=termios.ECHO | termios.ICANON | termios.ISIG, off=0)
 
     def read_line(self, prompt: str = "") -> str:
         """One line typed now, echoed (the terminal's own line editing); EOFError at Ctrl-D."""
