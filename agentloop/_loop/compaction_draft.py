@@ -12,7 +12,7 @@ requests of a dropped draft used is counted as discarded, as any summary not app
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 from agentloop._core.api_compaction import API_SUMMARY
 from agentloop._core.effects import CallModel, Effect, SaveTransition, Steps
@@ -20,7 +20,7 @@ from agentloop._core.ledger import ledger_budget, ledger_text
 from agentloop._core.messages import Message, Usage
 from agentloop._core.results import CompactionOutcome, CompactionSummary, CompactionTransition
 from agentloop._loop.conversation_compacter import ConversationCompacter
-from agentloop._loop.drive import drive
+from agentloop._loop.drive import drive, drive_until
 
 Perform = Callable[[Effect[Any]], object]
 NOT_APPLIED = "the reviewed compaction was not applied"
@@ -158,21 +158,12 @@ def _minus(usage: Usage, part: Usage) -> Usage:
 def _until_save(
     steps: Steps[CompactionOutcome | None], perform: Perform
 ) -> SaveTransition | CompactionOutcome | None:
-    """Drive ``steps`` (as :func:`~agentloop._loop.drive.drive` does) up to its
-    :class:`SaveTransition`, not performed; or to its end when it has none."""
-    try:
-        effect = next(steps)
-        while not isinstance(effect, SaveTransition):
-            try:
-                value = perform(effect)
-            except Exception as error:  # handed to the core, which owns the policy
-                effect = steps.throw(error)
-            else:
-                effect = steps.send(value)
-        return effect
-    except StopIteration as done:
-        result: CompactionOutcome | None = done.value
-        return result
+    """Drive ``steps`` up to its :class:`SaveTransition`, not performed; or to its end when it
+    has none."""
+    reached = drive_until(steps, perform, lambda effect: isinstance(effect, SaveTransition))
+    if isinstance(reached, SaveTransition):
+        return reached
+    return cast(CompactionOutcome | None, reached)
 
 
 def ledger_of(messages: Sequence[Message], compacter: ConversationCompacter) -> str:

@@ -254,17 +254,34 @@ def drive(
 ) -> T:
     """Run ``steps`` to its end, performing each effect with ``perform``; ``first``: the effect
     ``steps`` already yielded and waits on (a run stopped there and resumed)."""
+    return cast(T, drive_until(steps, perform, _never, first))
+
+
+def drive_until(
+    steps: Steps[T],
+    perform: Callable[[Effect[Any]], object],
+    stop: Callable[[Effect[Any]], bool],
+    first: Effect[Any] | None = None,
+) -> Effect[Any] | T:
+    """:func:`drive`, but the first effect ``stop`` accepts is returned, not performed (the
+    run waits on it: :func:`drive` with ``first=`` goes on from it); the end's value when
+    there is none."""
     try:
         effect = next(steps) if first is None else first
-        while True:
+        while not stop(effect):
             try:
                 value = perform(effect)
             except Exception as error:  # handed to the core, which owns the policy
                 effect = steps.throw(error)
             else:
                 effect = steps.send(value)
+        return effect
     except StopIteration as done:
         return cast(T, done.value)
+
+
+def _never(effect: Effect[Any]) -> bool:
+    return False
 
 
 async def adrive(steps: Steps[T], perform: Callable[[Effect[Any]], Awaitable[object]]) -> T:
