@@ -14,16 +14,17 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
-from agentloop._core.api_compaction import accepts_system_messages
+from agentloop._core.adopted_summary import adopted_steps
+from agentloop._core.api_compaction import accepts_system_messages, api_instructions
 from agentloop._core.compaction_core import CompactionCore, CompactionSettings
 from agentloop._core.context import Calibrator, CompactionDecision, TokenCounter
 from agentloop._core.effects import CallModel, Steps, perform
-from agentloop._core.messages import Message, ResponseLike
+from agentloop._core.messages import ContentBlock, Message, ResponseLike, Usage
 from agentloop._core.model import AsyncModel, Model, ModelResponse
 from agentloop._core.plan import plan_steps
 from agentloop._core.prepared import PreparedSummary, PrepareJob, next_job
 from agentloop._core.preserved_state import PreservedStateHook
-from agentloop._core.results import CompactionPlan, CompactionTransition
+from agentloop._core.results import CompactionOutcome, CompactionPlan, CompactionTransition
 from agentloop._core.strategy import strategy_named
 from agentloop._core.validation import DEFAULT_MAX_TOKENS
 from agentloop._errors import ConfigurationError
@@ -316,6 +317,41 @@ class ConversationCompacter(CompactionCore):
             force=force,
         )
         return (await adrive(steps, self.runtime.aperform)).transition
+
+    def summary_instructions(self, instructions: str | None = None) -> str:
+        """The ``instructions`` of an on-demand compaction request agentloop would send:
+        its summarizer prompt, the standing instructions and ``instructions`` (within the
+        API's cap). For a loop that has the API summarize by itself (the SDK's tool runner)."""
+        return api_instructions(self.settings.standing_instructions, instructions)
+
+    def adopt_api_summary(
+        self,
+        session_id: str,
+        messages: History,
+        block: ContentBlock,
+        *,
+        decision: CompactionDecision,
+        system: str = "",
+        tools: Sequence[Mapping[str, Any]] = (),
+        spent: Usage | None = None,
+    ) -> CompactionOutcome:
+        """Record a compaction the caller's loop had the API write: ``block`` summarizes all of
+        ``messages`` (the parent), the child is ``[block]``. What agentloop carries (ledger,
+        preserved state, pins, the latest request) waits in :attr:`later` for the next user
+        turn; the child is measured (``count_tokens`` where the model counts), the circuit
+        breaker set as after a compaction of agentloop's, ``spent`` is the request's usage."""
+        msgs = self.messages_of(messages)
+        steps = adopted_steps(
+            self,
+            session_id,
+            msgs,
+            block,
+            decision=decision,
+            system=system,
+            tools=_dicts(tools),
+            spent=spent,
+        )
+        return drive(steps, self.runtime.perform)
 
 
 def _dicts(tools: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:

@@ -189,6 +189,10 @@ class Conversation:
         )
         compacter.record_usage(usage.prompt_tokens, sent, index)
 
+    def stored(self) -> list[Message]:
+        """What the current session holds (or would, without a store), oldest first."""
+        return list(self._written)
+
     # -- the store ---------------------------------------------------------------------------
 
     def reconcile(self, messages: Sequence[Message]) -> list[Message] | None:
