@@ -14,11 +14,14 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
-from agentloop._core.adopted_summary import adopted_steps
-from agentloop._core.api_compaction import accepts_system_messages, api_instructions
+from agentloop._core.api_compaction import (
+    accepts_system_messages,
+    adopted_steps,
+    api_instructions,
+)
 from agentloop._core.compaction_core import CompactionCore, CompactionSettings
 from agentloop._core.context import Calibrator, CompactionDecision, TokenCounter
-from agentloop._core.effects import CallModel, Steps, perform
+from agentloop._core.effects import CallModel, NewSessionId, ReadClock, Steps, perform
 from agentloop._core.messages import ContentBlock, Message, ResponseLike, Usage
 from agentloop._core.model import AsyncModel, Model, ModelResponse
 from agentloop._core.plan import plan_steps
@@ -341,17 +344,42 @@ class ConversationCompacter(CompactionCore):
         turn; the child is measured (``count_tokens`` where the model counts), the circuit
         breaker set as after a compaction of agentloop's, ``spent`` is the request's usage."""
         msgs = self.messages_of(messages)
-        steps = adopted_steps(
-            self,
-            session_id,
-            msgs,
-            block,
-            decision=decision,
-            system=system,
-            tools=_dicts(tools),
-            spent=spent,
-        )
+        steps = self._adopt_steps(session_id, msgs, block, decision, system, _dicts(tools), spent)
         return drive(steps, self.runtime.perform)
+
+    def _adopt_steps(
+        self,
+        session_id: str,
+        msgs: Sequence[Message],
+        block: ContentBlock,
+        decision: CompactionDecision,
+        system: str,
+        tools: list[dict[str, Any]],
+        spent: Usage | None,
+    ) -> Steps[CompactionOutcome]:
+        job, built = yield from adopted_steps(
+            self, msgs, block, decision=decision, system=system, tools=tools, spent=spent
+        )
+        refused = self._judge(job, built.measured)  # sets the breaker as after our own
+        if refused is not None:  # the loop has swapped already: recorded all the same
+            job.warnings.append(refused.replace("kept the conversation as it is", "swapped in"))
+        self.later = built.later
+        self._estimates.clear()
+        self._converted.clear()
+        compacted = built.messages
+        if built.measured.by_api:
+            compacted[-1] = replace(compacted[-1], counted=built.measured.tokens)
+        created_at = yield from perform(ReadClock())
+        summary = self._record(job, built, created_at)
+        self._last_output = (compacted[0], len(compacted))
+        child_id = yield from perform(NewSessionId())
+        transition = CompactionTransition(
+            original_session_id=session_id,
+            new_session_id=child_id,
+            compacted_messages=compacted,
+            summary=summary,
+        )
+        return CompactionOutcome(decision=decision, transition=transition)
 
 
 def _dicts(tools: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:

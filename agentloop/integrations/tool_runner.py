@@ -248,7 +248,7 @@ class _Watch:
             self._adopt(message)
             return
         if message.content:
-            self.usages[id(message.content[0])] = Usage.from_mapping(message.usage.model_dump())
+            self.usages[id(message.content[0])] = _usage(message.usage)
         history = self.history()
         if not history or history[-1].role != "assistant":
             history.append(self._convert(message.to_param(), first=not history))
@@ -275,7 +275,7 @@ class _Watch:
     def store(self, message: Any) -> None:
         """What the runner holds when the caller stops early, stored."""
         if message.content and message.stop_reason != "compaction":
-            self.usages[id(message.content[0])] = Usage.from_mapping(message.usage.model_dump())
+            self.usages[id(message.content[0])] = _usage(message.usage)
 
     def close(self) -> None:
         """Everything the thread holds is stored (the last reply too)."""
@@ -297,7 +297,7 @@ class _Watch:
                 parent, system=self.system, tools=self.tools_sent, force=True
             )
         iterations = message.usage.iterations or ()
-        spent = sum((Usage.from_mapping(i.model_dump()) for i in iterations), Usage())
+        spent = sum((_usage(i) for i in iterations), Usage())
         outcome = compacter.adopt_api_summary(
             self.conversation.session_id,
             parent,
@@ -360,6 +360,11 @@ class _Watch:
         session = store.get_session(self.conversation.session_id)
         if PREFIX_KEY not in session.metadata:
             store.update_session(session.id, metadata={PREFIX_KEY: self._prefix()})
+
+
+def _usage(usage: Any) -> Usage:
+    """The SDK's usage (or a usage iteration) as agentloop's."""
+    return Usage.from_mapping(usage.model_dump()) or Usage()
 
 
 def _is_stream(item: Any) -> bool:

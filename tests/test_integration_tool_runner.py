@@ -1,0 +1,274 @@
+"""agentloop inside the ``anthropic`` SDK's own tool runner (issue 35), the installed SDK's real
+runner against the test server with preserved thinking enforced (``claude-sonnet-5-5`` signs
+its thinking and refuses a changed prefix).
+
+A 30-turn tool session at a 20k window compacts at the threshold at least twice through
+``compact_before_next_turn()``, no request is refused, the store holds the lineage
+(``agentloop sessions tree`` shows it), the paths and commands of the first span are in the
+context after the second compaction (the ledger, carried in a system message after the next
+user turn), and a second runner resumes the session; the async (streaming) runner the same.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anthropic
+import pytest
+from anthropic import beta_async_tool, beta_tool
+from fake_api import FakeAnthropicServer, ReplySpec, text_reply, tool_reply
+
+from agentloop import CompactionDecision, CompactionTransition, ConfigurationError, LoopEvents
+from agentloop._cli.main import main
+from agentloop.integrations.tool_runner import COMPACTION_BETA, RunnerCompaction
+from sessions import SessionStore, open_store
+
+MODEL = "claude-sonnet-5-5"
+WINDOW = 20_000
+TURNS = 30
+SYSTEM = "You are a coding agent. Use the tools."
+FIRST_SPAN = ("src/module_0.py", "pytest tests/test_1.py", "src/module_2.py")
+WORDS = ("alpha", "beta", "gamma", "delta", "epsilon", "zeta", "theta", "kappa", "lambda")
+
+
+def _filler(label: str, words: int = 1100) -> str:
+    cycle = itertools.cycle(WORDS)
+    return label + ": " + " ".join(next(cycle) for _ in range(words))
+
+
+@beta_tool
+def read_file(path: str) -> str:
+    """Read a file of the project."""
+    return _filler(f"contents of {path}")
+
+
+@beta_tool
+def run_command(command: str) -> str:
+    """Run a shell command."""
+    return _filler(f"output of {command}")
+
+
+@beta_async_tool
+async def aread_file(path: str) -> str:
+    """Read a file of the project."""
+    return _filler(f"contents of {path}")
+
+
+@beta_async_tool
+async def arun_command(command: str) -> str:
+    """Run a shell command."""
+    return _filler(f"output of {command}")
+
+
+aread_file.name, arun_command.name = "read_file", "run_command"
+
+
+class Model:
+    """The scripted model: ``turns`` tool calls (a file read, a command, in turn), then an
+    answer; a later user message starts another ``turns``."""
+
+    def __init__(self, turns: int) -> None:
+        self.turns = turns
+        self.calls = 0
+
+    def __call__(self, body: dict[str, Any]) -> ReplySpec:
+        last = body["messages"][-1]
+        content = last["content"]
+        if last["role"] == "user" and isinstance(content, str):
+            self.calls = 0  # a new request of the user's
+        n = self.calls
+        self.calls += 1
+        if n >= self.turns:
+            return text_reply("All done.")
+        if n % 2 == 0:
+            return tool_reply(("read_file", {"path": f"src/module_{n}.py"}), text="Reading.")
+        return tool_reply(("run_command", {"command": f"pytest tests/test_{n}.py"}), text="Run.")
+
+
+class Events(LoopEvents):
+    def __init__(self) -> None:
+        self.decisions: list[CompactionDecision] = []
+        self.started: list[CompactionDecision] = []
+        self.transitions: list[CompactionTransition] = []
+
+    def on_usage(self, decision: CompactionDecision) -> None:
+        self.decisions.append(decision)
+
+    def on_compaction_start(self, decision: CompactionDecision) -> None:
+        self.started.append(decision)
+
+    def on_transition(self, transition: CompactionTransition) -> None:
+        self.transitions.append(transition)
+
+
+@pytest.fixture
+def store() -> Iterator[SessionStore]:
+    with open_store() as opened:  # the CLI's own store (AGENTLOOP_HOME is a temp dir)
+        yield opened
+
+
+def _runner(client: Any, messages: list[dict[str, Any]], tools: list[Any], **extra: Any) -> Any:
+    return client.beta.messages.tool_runner(
+        model=MODEL,
+        max_tokens=2_000,
+        system=SYSTEM,
+        tools=tools,
+        messages=messages,
+        betas=[COMPACTION_BETA],
+        thread=False,  # the test server keeps no server-side threads
+        **extra,
+    )
+
+
+def _check_session(
+    fake: FakeAnthropicServer,
+    store: SessionStore,
+    compaction: RunnerCompaction,
+    events: Events,
+    capsys: pytest.CaptureFixture[str],
+) -> str:
+    """What a finished 30-turn session must show; returns its root session."""
+    assert fake.refusals == [] and fake.violations == []
+    transitions = compaction.transitions
+    assert len(transitions) >= 2, "the session did not compact twice"
+    assert events.transitions == transitions
+    for started, transition in zip(events.started, transitions, strict=True):
+        assert started.compact and started.usage.tokens >= started.trigger_tokens
+        summary = transition.summary
+        assert summary.tokens_before == started.usage.tokens
+        assert summary.tokens_before_source == "api+estimate"  # the reply's usage + results
+        assert summary.tokens_after_source == "api"  # count_tokens
+        assert summary.tokens_after < summary.tokens_before
+    # The ledger of the first span, after the second compaction: in the requests' context.
+    second = transitions[1].new_session_id
+    after = [b for b in fake.message_requests if b.get("compaction") is None][-1]
+    carried = [m for m in after["messages"] if m["role"] == "system"]
+    assert len(carried) == 1, "what is carried goes in one system message"
+    text = json.dumps(carried[0]["content"])
+    for fact in FIRST_SPAN:
+        assert fact in text, fact
+    # The lineage in the store, as `agentloop sessions tree` shows it.
+    lineage = store.lineage(compaction.session_id)
+    root = lineage[0].id
+    assert [s.id for s in lineage][-1] == compaction.session_id
+    assert second in [s.id for s in lineage] and len(lineage) == len(transitions) + 1
+    assert all(s.status == "compacted" for s in lineage[:-1])
+    assert "fix the failing tests" in json.dumps(store.get_messages(root)[0].content)
+    capsys.readouterr()
+    assert main(["sessions", "tree", root, "--json"]) == 0
+    tree = json.loads(capsys.readouterr().out)
+    depth, node = 0, tree
+    while node["children"]:
+        node = node["children"][0]
+        depth += 1
+        assert node["compaction"] is not None
+    assert depth == len(transitions)
+    return root
+
+
+def test_a_30_turn_session_compacts_twice_keeps_its_facts_and_resumes(
+    fake_api: FakeAnthropicServer, store: SessionStore, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fake_api.handler = Model(TURNS)
+    client = anthropic.Anthropic(api_key="test-key", base_url=fake_api.base_url, max_retries=0)
+    events = Events()
+    compaction = RunnerCompaction(store=store, context_window=WINDOW, events=events)
+    runner = _runner(
+        client, [{"role": "user", "content": "fix the failing tests"}], [read_file, run_command]
+    )
+    replies = [message.stop_reason for message in compaction.follow(runner)]
+    assert replies.count("compaction") == len(compaction.transitions)
+    assert replies[-1] == "end_turn" and replies.count("tool_use") == TURNS
+    root = _check_session(fake_api, store, compaction, events, capsys)
+    stored_last = store.get_messages(compaction.session_id)[-1]
+    assert stored_last.role == "assistant"  # the final reply is stored too
+
+    # A second runner, built from the stored session, continues it.
+    sent = len(fake_api.message_requests)
+    resumed = RunnerCompaction(store=store, session_id=root, context_window=WINDOW)
+    assert resumed.session_id == compaction.session_id  # the newest descendant
+    history = resumed.history()
+    runner = _runner(
+        client, [*history, {"role": "user", "content": "now the docs"}], [read_file, run_command]
+    )
+    more = [m.stop_reason for m in resumed.follow(runner)]
+    assert more[-1] == "end_turn"
+    first = fake_api.message_requests[sent]
+    assert first["messages"][: len(history)] == history  # byte for byte as it was sent
+    assert fake_api.refusals == [] and fake_api.violations == []
+    assert store.lineage(resumed.session_id)[0].id == root
+
+
+def test_the_async_streaming_runner_does_the_same(
+    fake_api: FakeAnthropicServer, store: SessionStore, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fake_api.handler = Model(TURNS)
+    client = anthropic.AsyncAnthropic(api_key="test-key", base_url=fake_api.base_url, max_retries=0)
+    events = Events()
+    compaction = RunnerCompaction(store=store, context_window=WINDOW, events=events)
+
+    async def run(messages: list[dict[str, Any]], owner: RunnerCompaction) -> list[str]:
+        runner = _runner(client, messages, [aread_file, arun_command], stream=True)
+        reasons: list[str] = []
+        async for stream in owner.afollow(runner):
+            async for _event in stream:
+                pass
+            message = await stream.get_final_message()
+            reasons.append(str(message.stop_reason))
+        return reasons
+
+    first = [{"role": "user", "content": "fix the failing tests"}]
+    replies = asyncio.run(run(first, compaction))
+    assert replies[-1] == "end_turn" and replies.count("tool_use") == TURNS
+    root = _check_session(fake_api, store, compaction, events, capsys)
+
+    resumed = RunnerCompaction(store=store, session_id=root, context_window=WINDOW)
+    messages = [*resumed.history(), {"role": "user", "content": "now the docs"}]
+    assert asyncio.run(run(messages, resumed))[-1] == "end_turn"
+    assert fake_api.refusals == [] and fake_api.violations == []
+
+
+def test_a_runner_with_another_system_prompt_is_refused_in_one_line(
+    fake_api: FakeAnthropicServer, store: SessionStore
+) -> None:
+    fake_api.handler = Model(2)
+    client = anthropic.Anthropic(api_key="test-key", base_url=fake_api.base_url, max_retries=0)
+    compaction = RunnerCompaction(store=store, context_window=WINDOW)
+    runner = _runner(client, [{"role": "user", "content": "hi"}], [read_file, run_command])
+    list(compaction.follow(runner))
+    resumed = RunnerCompaction(store=store, session_id=compaction.session_id)
+    changed = client.beta.messages.tool_runner(
+        model=MODEL,
+        max_tokens=2_000,
+        system="Another prompt.",
+        tools=[read_file, run_command],
+        messages=[*resumed.history(), {"role": "user", "content": "again"}],
+        betas=[COMPACTION_BETA],
+        thread=False,
+    )
+    with pytest.raises(ConfigurationError) as refused:
+        next(iter(resumed.follow(changed)))
+    message = str(refused.value)
+    assert "\n" not in message and "system" in message and "thinking" in message
+    assert len(fake_api.message_requests) == 3  # the changed runner sent nothing
+
+
+def test_a_runner_without_the_compaction_beta_is_refused_in_one_line(
+    fake_api: FakeAnthropicServer, store: SessionStore, tmp_path: Path
+) -> None:
+    client = anthropic.Anthropic(api_key="test-key", base_url=fake_api.base_url, max_retries=0)
+    runner = client.beta.messages.tool_runner(
+        model=MODEL,
+        max_tokens=2_000,
+        tools=[read_file],
+        messages=[{"role": "user", "content": "hi"}],
+        thread=False,
+    )
+    with pytest.raises(ConfigurationError, match=COMPACTION_BETA):
+        next(iter(RunnerCompaction(store=store).follow(runner)))
+    assert fake_api.message_requests == []
