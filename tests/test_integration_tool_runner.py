@@ -23,8 +23,15 @@ import pytest
 from anthropic import beta_async_tool, beta_tool
 from fake_api import FakeAnthropicServer, ReplySpec, text_reply, tool_reply
 
-from agentloop import CompactionDecision, CompactionTransition, ConfigurationError, LoopEvents
+from agentloop import (
+    CompactionDecision,
+    CompactionTransition,
+    ConfigurationError,
+    LoopEvents,
+    Message,
+)
 from agentloop._cli.main import main
+from agentloop._core.api_compaction import Carried, carried_message, carried_over
 from agentloop.integrations.tool_runner import COMPACTION_BETA, RunnerCompaction
 from sessions import SessionStore, open_store
 
@@ -33,6 +40,11 @@ WINDOW = 20_000
 TURNS = 30
 SYSTEM = "You are a coding agent. Use the tools."
 FIRST_SPAN = ("src/module_0.py", "pytest tests/test_1.py", "src/module_2.py")
+RULE = "Project rule: never edit vendor/."
+FIRST: list[dict[str, Any]] = [
+    {"role": "user", "content": "fix the failing tests"},
+    {"role": "system", "content": [{"type": "text", "text": RULE}]},  # the caller's own
+]
 WORDS = ("alpha", "beta", "gamma", "delta", "epsilon", "zeta", "theta", "kappa", "lambda")
 
 
@@ -150,7 +162,7 @@ def _check_session(
     carried = [m for m in after["messages"] if m["role"] == "system"]
     assert len(carried) == 1, "what is carried goes in one system message"
     text = json.dumps(carried[0]["content"])
-    for fact in FIRST_SPAN:
+    for fact in (*FIRST_SPAN, RULE):  # the ledger's facts, the caller's system message
         assert fact in text, fact
     # The lineage in the store, as `agentloop sessions tree` shows it.
     lineage = store.lineage(compaction.session_id)
@@ -178,9 +190,7 @@ def test_a_30_turn_session_compacts_twice_keeps_its_facts_and_resumes(
     client = anthropic.Anthropic(api_key="test-key", base_url=fake_api.base_url, max_retries=0)
     events = Events()
     compaction = RunnerCompaction(store=store, context_window=WINDOW, events=events)
-    runner = _runner(
-        client, [{"role": "user", "content": "fix the failing tests"}], [read_file, run_command]
-    )
+    runner = _runner(client, FIRST, [read_file, run_command])
     replies = [message.stop_reason for message in compaction.follow(runner)]
     assert replies.count("compaction") == len(compaction.transitions)
     assert replies[-1] == "end_turn" and replies.count("tool_use") == TURNS
@@ -222,8 +232,7 @@ def test_the_async_streaming_runner_does_the_same(
             reasons.append(str(message.stop_reason))
         return reasons
 
-    first = [{"role": "user", "content": "fix the failing tests"}]
-    replies = asyncio.run(run(first, compaction))
+    replies = asyncio.run(run(FIRST, compaction))
     assert replies[-1] == "end_turn" and replies.count("tool_use") == TURNS
     root = _check_session(fake_api, store, compaction, events, capsys)
 
@@ -272,3 +281,12 @@ def test_a_runner_without_the_compaction_beta_is_refused_in_one_line(
     with pytest.raises(ConfigurationError, match=COMPACTION_BETA):
         next(iter(RunnerCompaction(store=store).follow(runner)))
     assert fake_api.message_requests == []
+
+
+def test_what_an_earlier_carried_message_restated_is_restated_again() -> None:
+    # The second compaction summarizes the first one's carried message: its pins go on.
+    pin = {"type": "text", "text": "[pinned system message]\nnever edit vendor/\n\nnor dist/"}
+    first = carried_message(Carried("- ledger", (pin,), ()))
+    history = [Message.user("fix"), Message.assistant("ok"), Message.user("go"), first]
+    again = carried_over([*history, Message.assistant("done")], 5, "- ledger 2")
+    assert again.pinned == (pin,)

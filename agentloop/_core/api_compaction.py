@@ -78,6 +78,8 @@ CARRIED_OPEN = (
 )
 PINNED_MARK = "[pinned {role} message]"
 REQUEST_MARK = "[the user's latest request, verbatim]"
+_PARTS = re.compile(r"\n\n(?=\[pinned |" + re.escape(REQUEST_MARK) + ")")
+"""Where a carried message's text opens a pinned message or the latest request."""
 # The models that read mid-conversation ``role: "system"`` messages (the docs list Fable and
 # Mythos 5 and later, Opus 4.8 and later, Sonnet 5.5 and Haiku 5.5 — not Sonnet 5): a family
 # and the first version of it that does. Later versions of a family are taken to keep it.
@@ -227,10 +229,11 @@ def carried_over(msgs: Sequence[Message], cut: int, state: str) -> Carried:
     request: tuple[ContentBlock, ...] = ()
     for message in msgs[:cut]:
         if message.role == "system":  # an earlier carried message: its pins and request
-            for block in message.content:
-                text = str(block.get("text", ""))
+            # (``carried_text`` wrote them as paragraphs of one text: each is read back)
+            parts = (p for b in message.content for p in _PARTS.split(str(b.get("text", ""))))
+            for text in parts:
                 if text.startswith("[pinned "):
-                    pinned.append(dict(block))
+                    pinned.append(dict(text_block(text)))
                 elif text.startswith(REQUEST_MARK):
                     request = (dict(text_block(text[len(REQUEST_MARK) :].strip())),)
         elif message.pinned:

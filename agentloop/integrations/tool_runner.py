@@ -50,6 +50,9 @@ __all__ = ["COMPACTION_BETA", "PREFIX_KEY", "RunnerCompaction"]
 
 COMPACTION_BETA = "compact-2026-09-04"
 """The API's on-demand compaction beta, which ``compact_before_next_turn()`` needs."""
+CARRIED = "Context carried over from before the compaction (agentloop"
+"""How agentloop's carried message opens."""
+PINNED_SYSTEM = "[pinned system message]"
 PREFIX_KEY = "runner_prefix"
 """A session's metadata key for the runner's system prompt and tools as first sent."""
 
@@ -300,7 +303,7 @@ class _Watch:
         spent = sum((_usage(i) for i in iterations), Usage())
         outcome = compacter.adopt_api_summary(
             self.conversation.session_id,
-            parent,
+            [_restated(m) for m in parent],
             _plain(block),
             decision=decision,
             system=self.system,
@@ -360,6 +363,17 @@ class _Watch:
         session = store.get_session(self.conversation.session_id)
         if PREFIX_KEY not in session.metadata:
             store.update_session(session.id, metadata={PREFIX_KEY: self._prefix()})
+
+
+def _restated(message: Message) -> Message:
+    """A system message of the caller's (project instructions, a rule) as one whose text
+    the core restates after the compaction, as it restates a pinned message: the API's
+    summary drops what system messages said. agentloop's own carried message (restated from
+    its parts) and the runner's tool changes (the block records them) stay as they are."""
+    texts = [str(b.get("text", "")) for b in message.content if b.get("type") == "text"]
+    if message.role != "system" or not texts or texts[0].startswith(CARRIED):
+        return message
+    return Message.system(PINNED_SYSTEM + "\n" + "\n".join(texts))
 
 
 def _usage(usage: Any) -> Usage:
