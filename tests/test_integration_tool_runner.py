@@ -290,3 +290,38 @@ def test_what_an_earlier_carried_message_restated_is_restated_again() -> None:
     history = [Message.user("fix"), Message.assistant("ok"), Message.user("go"), first]
     again = carried_over([*history, Message.assistant("done")], 5, "- ledger 2")
     assert again.pinned == (pin,)
+
+
+def test_a_compaction_the_caller_asks_for_at_the_end_carries_into_the_resumed_session(
+    fake_api: FakeAnthropicServer, store: SessionStore
+) -> None:
+    # The runner compacts after its final turn; what is carried waits for a user turn, which
+    # only the next process brings: it is kept with the session and placed on resume.
+    fake_api.handler = Model(2)
+    client = anthropic.Anthropic(api_key="test-key", base_url=fake_api.base_url, max_retries=0)
+    events = Events()
+    compaction = RunnerCompaction(store=store, context_window=WINDOW, events=events)
+    runner = _runner(client, FIRST, [read_file, run_command])
+    for message in compaction.follow(runner):
+        if message.stop_reason == "end_turn":
+            runner.compact_before_next_turn()  # the caller's own, not agentloop's trigger
+    assert len(compaction.transitions) == 1 and events.started == []
+    assert compaction.transitions[0].summary.tokens_after_source == "api"
+    child = compaction.session_id
+    assert [m.role for m in store.get_messages(child)] == ["assistant"]  # the block alone
+
+    resumed = RunnerCompaction(
+        store=store, session_id=compaction.transitions[0].original_session_id
+    )
+    sent = len(fake_api.message_requests)
+    runner = _runner(
+        client, [*resumed.history(), {"role": "user", "content": "go on"}], [read_file, run_command]
+    )
+    list(resumed.follow(runner))
+    first = fake_api.message_requests[sent]
+    assert [m["role"] for m in first["messages"]] == ["assistant", "user", "system"]
+    carried = json.dumps(first["messages"][2]["content"])
+    assert "src/module_0.py" in carried and RULE in carried
+    assert fake_api.refusals == [] and fake_api.violations == []
+    # Placed once: the session no longer keeps it waiting, and a third runner adds nothing.
+    assert "runner_carried" not in store.get_session(resumed.session_id).metadata

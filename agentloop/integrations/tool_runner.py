@@ -53,6 +53,8 @@ COMPACTION_BETA = "compact-2026-09-04"
 CARRIED = "Context carried over from before the compaction (agentloop"
 """How agentloop's carried message opens."""
 PINNED_SYSTEM = "[pinned system message]"
+PENDING_KEY = "runner_carried"
+"""A session's metadata key for what its compaction carries while it waits for a user turn."""
 PREFIX_KEY = "runner_prefix"
 """A session's metadata key for the runner's system prompt and tools as first sent."""
 
@@ -194,6 +196,7 @@ class _Watch:
                 f"the runner's messages do not continue session {self.conversation.session_id}: "
                 "build it with messages=compaction.history() (plus your new message)"
             )
+        self._pending_from_store()
         if history and history[-1].role == "user":
             self._place_carried(None)
 
@@ -281,9 +284,23 @@ class _Watch:
             self.usages[id(message.content[0])] = _usage(message.usage)
 
     def close(self) -> None:
-        """Everything the thread holds is stored (the last reply too)."""
+        """Everything the thread holds is stored (the last reply too), and what the newest
+        compaction carries, while it still waits for a user turn (a resume places it)."""
         self.conversation.sync(self.history(), closed_only=False)
         self._write_prefix()
+        later, store = self.compacter.later, self.owner.engine.store
+        if later is not None and store is not None and self.conversation.stored():
+            store.update_session(
+                self.conversation.session_id, metadata={PENDING_KEY: _param(later)}
+            )
+
+    def _pending_from_store(self) -> None:
+        store = self.owner.engine.store
+        if self.compacter.later is not None or store is None or not self.conversation.stored():
+            return
+        pending = store.get_session(self.conversation.session_id).metadata.get(PENDING_KEY)
+        if isinstance(pending, Mapping):
+            self.compacter.later = Message.from_param(pending)
 
     def _adopt(self, message: Any) -> None:
         block = next((b for b in message.content if b.type == "compaction"), None)
@@ -325,6 +342,11 @@ class _Watch:
         if later is None:
             return None
         placed = compacter.carried(Message.user("-"))  # the model's rule, from the core
+        store = self.owner.engine.store
+        if store is not None and self.conversation.stored():
+            metadata = store.get_session(self.conversation.session_id).metadata
+            if PENDING_KEY in metadata:  # placed now: a later resume must not place it again
+                store.update_session(self.conversation.session_id, metadata={PENDING_KEY: None})
         if len(placed) == 2:  # a system message after the user turn
             param = _param(later)
             self.thread.append(param)
