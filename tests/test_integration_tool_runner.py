@@ -65,19 +65,16 @@ def run_command(command: str) -> str:
     return _filler(f"output of {command}")
 
 
-@beta_async_tool
+@beta_async_tool(name="read_file")
 async def aread_file(path: str) -> str:
     """Read a file of the project."""
     return _filler(f"contents of {path}")
 
 
-@beta_async_tool
+@beta_async_tool(name="run_command")
 async def arun_command(command: str) -> str:
     """Run a shell command."""
     return _filler(f"output of {command}")
-
-
-aread_file.name, arun_command.name = "read_file", "run_command"
 
 
 class Model:
@@ -124,7 +121,7 @@ def store() -> Iterator[SessionStore]:
         yield opened
 
 
-def _runner(client: Any, messages: list[dict[str, Any]], tools: list[Any], **extra: Any) -> Any:
+def _runner(client: Any, messages: list[Any], tools: list[Any], **extra: Any) -> Any:
     return client.beta.messages.tool_runner(
         model=MODEL,
         max_tokens=2_000,
@@ -222,7 +219,7 @@ def test_the_async_streaming_runner_does_the_same(
     events = Events()
     compaction = RunnerCompaction(store=store, context_window=WINDOW, events=events)
 
-    async def run(messages: list[dict[str, Any]], owner: RunnerCompaction) -> list[str]:
+    async def run(messages: list[Any], owner: RunnerCompaction) -> list[str]:
         runner = _runner(client, messages, [aread_file, arun_command], stream=True)
         reasons: list[str] = []
         async for stream in owner.afollow(runner):

@@ -29,7 +29,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from agentloop import (
     AnthropicModel,
@@ -45,6 +45,9 @@ from agentloop import (
 )
 from agentloop._sessions import SessionStore
 from agentloop.integrations._engine import Conversation, Engine, ModelFacts
+
+if TYPE_CHECKING:
+    from anthropic.types.beta import BetaMessageParam
 
 __all__ = ["COMPACTION_BETA", "PREFIX_KEY", "RunnerCompaction"]
 
@@ -108,10 +111,10 @@ class RunnerCompaction:
         """Every compaction so far, oldest first."""
         return self.engine.transitions
 
-    def history(self) -> list[dict[str, Any]]:
+    def history(self) -> list[BetaMessageParam]:
         """The current session's messages as ``messages=`` for a new runner (a resume: the
         newest descendant of ``session_id``), byte for byte as they were sent."""
-        return [_param(m) for m in self._current().stored()]
+        return [cast("BetaMessageParam", _param(m)) for m in self._current().stored()]
 
     def follow(self, runner: Any) -> Iterator[Any]:
         """The runner's items, unchanged; agentloop's work between them (see the module)."""
