@@ -14,6 +14,10 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import os
+import re
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,7 +25,7 @@ from typing import Any
 import anthropic
 import pytest
 from anthropic import beta_async_tool, beta_tool
-from fake_api import FakeAnthropicServer, ReplySpec, text_reply, tool_reply
+from fake_api import TEST_API_KEY, FakeAnthropicServer, ReplySpec, text_reply, tool_reply
 
 from agentloop import (
     CompactionDecision,
@@ -45,6 +49,7 @@ FIRST: list[dict[str, Any]] = [
     {"role": "user", "content": "fix the failing tests"},
     {"role": "system", "content": [{"type": "text", "text": RULE}]},  # the caller's own
 ]
+README = Path(__file__).resolve().parent.parent / "README.md"
 WORDS = ("alpha", "beta", "gamma", "delta", "epsilon", "zeta", "theta", "kappa", "lambda")
 
 
@@ -322,3 +327,38 @@ def test_a_compaction_the_caller_asks_for_at_the_end_carries_into_the_resumed_se
     assert fake_api.refusals == [] and fake_api.violations == []
     # Placed once: the session no longer keeps it waiting, and a third runner adds nothing.
     assert "runner_carried" not in store.get_session(resumed.session_id).metadata
+
+
+def test_the_readme_snippet_runs_as_written(tmp_path: Path) -> None:
+    blocks: list[str] = re.findall(r"```py\n(.*?)```", README.read_text(), flags=re.S)
+    (snippet,) = [b for b in blocks if "agentloop.integrations.tool_runner import" in b]
+    # The test server keeps no server-side threads (the real API does): whole histories.
+    snippet = snippet.replace("betas=[COMPACTION_BETA],", "betas=[COMPACTION_BETA], thread=False,")
+    assert "thread=False" in snippet
+    paths = iter(f"src/{name}.py" for name in "abcdefgh")
+
+    def answer(body: dict[str, Any]) -> ReplySpec:
+        path = next(paths, None)
+        if path is None:
+            return text_reply("They add up to a small project.")
+        return tool_reply(("read_file", {"path": path}), text="Reading.")
+
+    with FakeAnthropicServer(handler=answer) as server:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
+        env.update(ANTHROPIC_BASE_URL=server.base_url, ANTHROPIC_API_KEY=TEST_API_KEY)
+        done = subprocess.run(
+            [sys.executable, "-c", snippet],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=tmp_path,
+            env=env,
+        )
+        assert done.returncode == 0, done.stderr
+        assert server.violations == [] and server.refusals == []
+    match = re.fullmatch(r"(\d+) compactions, now in session (\w+)\n", done.stdout)
+    assert match is not None and int(match.group(1)) >= 1, done.stdout
+    with open_store(tmp_path / "sessions.db") as stored:
+        child = stored.get_session(match.group(2))
+        assert child.parent_id is not None
+        assert stored.get_session(child.parent_id).status == "compacted"
