@@ -362,3 +362,29 @@ def test_the_readme_snippet_runs_as_written(tmp_path: Path) -> None:
         child = stored.get_session(match.group(2))
         assert child.parent_id is not None
         assert stored.get_session(child.parent_id).status == "compacted"
+
+
+def test_a_runner_stopped_between_tool_rounds_continues_in_the_next_one(
+    fake_api: FakeAnthropicServer, store: SessionStore
+) -> None:
+    # max_iterations stops the first runner after its tools ran: the tool results are stored,
+    # and a runner built from the stored history alone picks the loop up from there.
+    model = Model(6)
+    fake_api.handler = model
+    client = anthropic.Anthropic(api_key="test-key", base_url=fake_api.base_url, max_retries=0)
+    compaction = RunnerCompaction(store=store, context_window=WINDOW)
+    runner = _runner(client, FIRST, [read_file, run_command], max_iterations=3)
+    assert [m.stop_reason for m in compaction.follow(runner)] == ["tool_use"] * 3
+    stored = store.get_messages(compaction.session_id)
+    assert stored[-1].role == "user" and "tool_result" in json.dumps(stored[-1].content)
+
+    resumed = RunnerCompaction(store=store, session_id=compaction.session_id)
+    history = resumed.history()
+    sent = len(fake_api.message_requests)
+    reasons = [
+        m.stop_reason for m in resumed.follow(_runner(client, history, [read_file, run_command]))
+    ]
+    assert reasons == ["tool_use"] * 3 + ["end_turn"] and model.calls == 7
+    assert fake_api.message_requests[sent]["messages"] == history
+    assert fake_api.refusals == [] and fake_api.violations == []
+    assert len(store.get_messages(resumed.session_id)) == len(history) + 7

@@ -335,6 +335,8 @@ class _Watch:
         self.conversation.commit(parent, transition)
         self.parent = list(transition.compacted_messages)
         self.owner.events.on_transition(transition)
+        for warning in transition.summary.warnings:
+            self.owner.events.on_warning(warning)
 
     def _place_carried(self, tools: Mapping[str, Any] | None) -> Message | None:
         """What the newest compaction carries, after the user turn the runner sends next:
@@ -375,10 +377,13 @@ class _Watch:
             return
         differs = [k for k in ("system", "tools") if stored.get(k) != self._prefix()[k]]
         if differs:
+            what = {
+                ("system",): "system prompt differs from the one",
+                ("tools",): "tools differ from those",
+            }.get(tuple(differs), "system prompt and tools differ from those")
             raise ConfigurationError(
-                f"the runner's {' and '.join(differs)} differ from those session "
-                f"{session.id} was stored with: its kept thinking would be refused; build the "
-                "runner with the stored ones"
+                f"the runner's {what} session {session.id} was stored with: its kept thinking "
+                "would be refused; build the runner with the stored ones"
             )
 
     def _write_prefix(self) -> None:
