@@ -181,7 +181,9 @@ class _Watch:
         self.conversation.ready(
             ModelFacts(self.model, None, int(params["max_tokens"])),
             lambda: AnthropicModel(
-                api_key=client.api_key, base_url=str(client.base_url), max_retries=2
+                api_key=client.api_key,
+                base_url=str(client.base_url),
+                max_retries=client.max_retries,
             ),
         )
         compacter = self.conversation.compacter
@@ -199,6 +201,7 @@ class _Watch:
                 f"the runner's messages do not continue session {self.conversation.session_id}: "
                 "build it with messages=compaction.history() (plus your new message)"
             )
+        self.parent = history  # what a compaction asked for before any reply summarizes
         self._pending_from_store()
         if history and history[-1].role == "user":
             self._place_carried(None)
@@ -377,10 +380,13 @@ class _Watch:
             return
         differs = [k for k in ("system", "tools") if stored.get(k) != self._prefix()[k]]
         if differs:
-            what = {
-                ("system",): "system prompt differs from the one",
-                ("tools",): "tools differ from those",
-            }.get(tuple(differs), "system prompt and tools differ from those")
+            what = (
+                "system prompt and tools differ from those"
+                if len(differs) == 2
+                else "system prompt differs from the one"
+                if differs == ["system"]
+                else "tools differ from those"
+            )
             raise ConfigurationError(
                 f"the runner's {what} session {session.id} was stored with: its kept thinking "
                 "would be refused; build the runner with the stored ones"
