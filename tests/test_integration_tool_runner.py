@@ -28,11 +28,15 @@ from anthropic import beta_async_tool, beta_tool
 from fake_api import TEST_API_KEY, FakeAnthropicServer, ReplySpec, text_reply, tool_reply
 
 from agentloop import (
+    CommandRan,
     CompactionDecision,
     CompactionTransition,
     ConfigurationError,
+    FileTouched,
     LoopEvents,
     Message,
+    ToolFacts,
+    default_tool_facts,
 )
 from agentloop._cli.main import main
 from agentloop._core.api_compaction import Carried, carried_message, carried_over
@@ -70,6 +74,26 @@ def run_command(command: str) -> str:
     return _filler(f"output of {command}")
 
 
+@beta_tool
+def open_file(file: str) -> str:
+    """Open a file of the project (a tool of the user's own, with its own input keys)."""
+    return _filler(f"contents of {file}")
+
+
+@beta_tool
+def shell(cmd: str) -> str:
+    """Run a shell line (the user's own tool)."""
+    return _filler(f"output of {cmd}")
+
+
+def own_facts() -> ToolFacts:
+    """The user's tools, recognized for the ledger in a line each (the tool-facts seam)."""
+    facts = default_tool_facts()
+    facts.register("open_file", lambda call: [FileTouched(str(call.input["file"]), "read")])
+    facts.register("shell", lambda call: [CommandRan(str(call.input["cmd"]))])
+    return facts
+
+
 @beta_async_tool(name="read_file")
 async def aread_file(path: str) -> str:
     """Read a file of the project."""
@@ -86,8 +110,14 @@ class Model:
     """The scripted model: ``turns`` tool calls (a file read, a command, in turn), then an
     answer; a later user message starts another ``turns``."""
 
-    def __init__(self, turns: int) -> None:
+    def __init__(
+        self,
+        turns: int,
+        read: tuple[str, str] = ("read_file", "path"),
+        run: tuple[str, str] = ("run_command", "command"),
+    ) -> None:
         self.turns = turns
+        self.read, self.run = read, run
         self.calls = 0
 
     def __call__(self, body: dict[str, Any]) -> ReplySpec:
@@ -100,8 +130,10 @@ class Model:
         if n >= self.turns:
             return text_reply("All done.")
         if n % 2 == 0:
-            return tool_reply(("read_file", {"path": f"src/module_{n}.py"}), text="Reading.")
-        return tool_reply(("run_command", {"command": f"pytest tests/test_{n}.py"}), text="Run.")
+            name, key = self.read
+            return tool_reply((name, {key: f"src/module_{n}.py"}), text="Reading.")
+        name, key = self.run
+        return tool_reply((name, {key: f"pytest tests/test_{n}.py"}), text="Run.")
 
 
 class Events(LoopEvents):
@@ -188,11 +220,13 @@ def _check_session(
 def test_a_30_turn_session_compacts_twice_keeps_its_facts_and_resumes(
     fake_api: FakeAnthropicServer, store: SessionStore, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    fake_api.handler = Model(TURNS)
+    fake_api.handler = Model(TURNS, read=("open_file", "file"), run=("shell", "cmd"))
     client = anthropic.Anthropic(api_key="test-key", base_url=fake_api.base_url, max_retries=0)
     events = Events()
-    compaction = RunnerCompaction(store=store, context_window=WINDOW, events=events)
-    runner = _runner(client, FIRST, [read_file, run_command])
+    compaction = RunnerCompaction(
+        store=store, context_window=WINDOW, events=events, tool_facts=own_facts()
+    )
+    runner = _runner(client, FIRST, [open_file, shell])
     replies = [message.stop_reason for message in compaction.follow(runner)]
     assert replies.count("compaction") == len(compaction.transitions)
     assert replies[-1] == "end_turn" and replies.count("tool_use") == TURNS
@@ -202,11 +236,13 @@ def test_a_30_turn_session_compacts_twice_keeps_its_facts_and_resumes(
 
     # A second runner, built from the stored session, continues it.
     sent = len(fake_api.message_requests)
-    resumed = RunnerCompaction(store=store, session_id=root, context_window=WINDOW)
+    resumed = RunnerCompaction(
+        store=store, session_id=root, context_window=WINDOW, tool_facts=own_facts()
+    )
     assert resumed.session_id == compaction.session_id  # the newest descendant
     history = resumed.history()
     runner = _runner(
-        client, [*history, {"role": "user", "content": "now the docs"}], [read_file, run_command]
+        client, [*history, {"role": "user", "content": "now the docs"}], [open_file, shell]
     )
     more = [m.stop_reason for m in resumed.follow(runner)]
     assert more[-1] == "end_turn"

@@ -379,7 +379,7 @@ def adopted_steps(
     budget = Budget.of(decision, meter.settings, meter.context_window)
     split = Split(len(msgs))
     hooks = yield from perform(RunHooks(tuple(meter.hooks)))
-    hooks = with_ledger(hooks, msgs, meter.context_window, meter.counter_text)
+    hooks = with_ledger(hooks, msgs, meter)  # nothing is kept: every call is the ledger's
     job = Job(
         meter,
         msgs,

@@ -40,6 +40,7 @@ from agentloop import (
     LoopEvents,
     Message,
     PreservedStateHook,
+    ToolFacts,
     Usage,
     as_messages,
 )
@@ -66,7 +67,8 @@ class RunnerCompaction:
     """agentloop around an ``anthropic`` tool runner (sync or async, streaming or not).
 
     ``settings`` (threshold, standing instructions...), ``context_window`` (default: agentloop's
-    table for the runner's model) and ``hooks`` (preserved state) are those of
+    table for the runner's model), ``hooks`` (preserved state) and ``tool_facts`` (what each
+    tool call did, for the ledger: the recognizers that ship, plus your tools') are those of
     :class:`~agentloop.ConversationCompacter`; ``store`` keeps the sessions (None: compaction
     only); ``session_id`` continues a stored conversation at its newest descendant;
     ``instructions`` are added to every summary's; ``events`` hear what an ``AgentLoop``'s
@@ -86,6 +88,7 @@ class RunnerCompaction:
         hooks: Sequence[PreservedStateHook] = (),
         instructions: str | None = None,
         events: LoopEvents | None = None,
+        tool_facts: ToolFacts | None = None,
     ) -> None:
         self.engine = Engine(
             settings=settings,
@@ -96,6 +99,7 @@ class RunnerCompaction:
             session_id=session_id,
             workspace=workspace,
             title=title,
+            tool_facts=tool_facts,
         )
         self.instructions = instructions
         self.events = events or LoopEvents()
