@@ -42,8 +42,9 @@ def test_the_core_names_no_tool_and_reads_no_tools_wording() -> None:
     offenders = []
     for path in sorted(CORE.glob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            text = node.value if isinstance(node, ast.Constant) else None
-            if isinstance(text, str) and (text in TOOL_NAMES or any(w in text for w in WORDING)):
+            if not isinstance(node, ast.Constant) or not isinstance(node.value, str):
+                continue
+            if node.value in TOOL_NAMES or any(w in node.value for w in WORDING):
                 offenders.append(f"{path.name}:{node.lineno}: {node.value[:60]!r}")
     assert offenders == []
 
