@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from agentloop._adapters.anthropic import AnthropicModel, message_from_response
     from agentloop._adapters.anthropic_params import history_betas
     from agentloop._adapters.tokens import Calibration, TokenEstimator
+    from agentloop._adapters.tool_recognizers import default_tool_facts
     from agentloop._adapters.windows import ContextWindowResolver, ModelLimits
     from agentloop._agent.recent_files import RecentFiles, recent_files_hook
     from agentloop._agent.search_history import search_history_tool
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
         CompactionTransition,
     )
     from agentloop._core.tool import FunctionTool, Tool, ToolResult
+    from agentloop._core.tool_facts import CommandRan, FileTouched, TodoState, ToolCall, ToolFacts
     from agentloop._core.validation import validate_threshold
     from agentloop._errors import (
         AgentloopError,
@@ -99,6 +101,12 @@ _EXPORTS: dict[str, str] = {
     "validate_messages": "agentloop._core.messages",
     "validate_threshold": "agentloop._core.validation",
     "with_cache_breakpoints": "agentloop._core.cache",
+    "CommandRan": "agentloop._core.tool_facts",
+    "FileTouched": "agentloop._core.tool_facts",
+    "TodoState": "agentloop._core.tool_facts",
+    "ToolCall": "agentloop._core.tool_facts",
+    "ToolFacts": "agentloop._core.tool_facts",
+    "default_tool_facts": "agentloop._adapters.tool_recognizers",
 }
 
 
@@ -123,6 +131,7 @@ __all__ = [
     "AnthropicModel",
     "AsyncModel",
     "Calibration",
+    "CommandRan",
     "CompactionDecision",
     "CompactionOutcome",
     "CompactionPlan",
@@ -134,6 +143,7 @@ __all__ = [
     "ContextUsage",
     "ContextWindowResolver",
     "ConversationCompacter",
+    "FileTouched",
     "FunctionTool",
     "LoopEvents",
     "Message",
@@ -148,14 +158,18 @@ __all__ = [
     "PromptTooLongError",
     "RecentFiles",
     "SummaryInfo",
+    "TodoState",
     "TokenEstimator",
     "Tool",
+    "ToolCall",
+    "ToolFacts",
     "ToolResult",
     "TurnResult",
     "Usage",
     "__version__",
     "as_messages",
     "choose_tail_start",
+    "default_tool_facts",
     "history_betas",
     "is_safe_boundary",
     "message_from_response",
