@@ -62,13 +62,13 @@ def mcp_filesystem(call: ToolCall) -> Facts:
     tool, data = mcp_tool(call.name), call.input
     if tool in _MCP_READ:
         return _file(call, "read_part" if _partial(data) else "read")
-    if tool == "read_multiple_files" and isinstance(paths := data.get("paths"), list):
+    if tool == "read_multiple_files" and isinstance(named := data.get("paths"), list):
         failed = set(re.findall(r"^(.+?): Error - ", call.result, re.M))
         return (
             ()
             if call.is_error
             else tuple(
-                FileTouched(p, "read") for p in paths if isinstance(p, str) and p not in failed
+                FileTouched(p, "read") for p in named if isinstance(p, str) and p not in failed
             )
         )
     if tool == "write_file":

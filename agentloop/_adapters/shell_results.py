@@ -42,6 +42,7 @@ __all__ = [
     "PI_SWE",
     "Shape",
     "command_ran",
+    "gemini_output",
 ]
 
 Shape = Callable[[str, bool], tuple[str, str] | None]
@@ -146,6 +147,13 @@ def openhands(text: str, is_error: bool) -> tuple[str, str] | None:
     if "[Error occurred in processing last action]" in text:
         return "error", text
     return None
+
+
+def gemini_output(text: str) -> str:
+    """Gemini CLI's result without its frame (``<untrusted_context>``, the ``Output:`` label),
+    so a runner's lines start their lines again."""
+    text = re.sub(r"</?untrusted_context>\n?", "", text)
+    return re.sub(r"^(?:Command: .*\n)?(?:Directory: .*\n)?Output: ", "", text, count=1)
 
 
 def gemini(text: str, is_error: bool) -> tuple[str, str] | None:

@@ -145,7 +145,8 @@ def gemini_shell(call: ToolCall) -> Facts:
     command = _command(call)
     if command is None:
         return None
-    return (shapes.command_ran(command, call.result, False, shapes.GEMINI, silent_zero=True),)
+    text = shapes.gemini_output(call.result)
+    return (shapes.command_ran(command, text, False, shapes.GEMINI, silent_zero=True),)
 
 
 def gemini_files(call: ToolCall) -> Facts:
