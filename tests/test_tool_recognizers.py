@@ -562,6 +562,57 @@ def test_mcp_git_changes_are_the_commands_they_stand_for() -> None:
     assert facts("mcp__github__create_pull_request", {"owner": "o", "repo": "r"}, "{}") is None
 
 
+# -- files a shell command read, deleted or moved ------------------------------------------
+
+
+def test_codex_reads_with_the_shell() -> None:
+    lines = codex_json("def clamp(x, lo, hi):\n    return max(lo, min(x, hi))\n", 0)
+    sed = {"command": ["bash", "-lc", "sed -n '1,80p' src/util.py"], "workdir": "/repo"}
+    assert facts("shell", sed, lines) == (
+        CommandRan("sed -n '1,80p' src/util.py", "exit 0"),
+        FileTouched("/repo/src/util.py", "read_part"),
+    )
+    cat = {"command": ["bash", "-lc", "cd src && cat util.py app.py"]}
+    assert facts("shell", cat, lines) == (
+        CommandRan("cd src && cat util.py app.py", "exit 0"),
+        FileTouched("src/util.py", "read"),
+        FileTouched("src/app.py", "read"),
+    )
+    missing = codex_json("cat: nope.py: No such file or directory\n", 1)
+    assert facts("shell", {"command": ["bash", "-lc", "cat nope.py"]}, missing) == (
+        CommandRan("cat nope.py", "exit 1"),
+    )
+
+
+@pytest.mark.parametrize(
+    ("command", "files"),
+    [
+        ("rm -f build/out.o", (FileTouched("build/out.o", "deleted"),)),
+        ("git rm -q src/dead.py", (FileTouched("src/dead.py", "deleted"),)),
+        (
+            "git mv src/old.py src/new.py",
+            (FileTouched("src/old.py", "deleted"), FileTouched("src/new.py", "written")),
+        ),
+        (
+            "mv notes.md docs/",
+            (FileTouched("notes.md", "deleted"), FileTouched("docs/notes.md", "written")),
+        ),
+        ("head -n 40 README.md", (FileTouched("README.md", "read_part"),)),
+        ("git rm --cached secrets.env", ()),  # unstaged, still there
+        ("cat src/*.py", ()),  # a pattern names no file
+        ("cat app.log | grep ERROR", ()),  # a pipeline: what was read is not certain
+        ("cat a.txt > b.txt", ()),
+        ("ls -la src", ()),
+    ],
+)
+def test_files_of_a_simple_command_that_ended_well(
+    command: str, files: tuple[FileTouched, ...]
+) -> None:
+    assert facts("Bash", {"command": command}, "") == (CommandRan(command, "exit 0"), *files)
+    failed = facts("Bash", {"command": command}, "Exit code 1\nno", error=True)
+    assert failed == (CommandRan(command, "exit 1"),)
+
+
 # -- Gemini CLI ----------------------------------------------------------------------------
 
 

@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from agentloop._adapters import shell_results as shapes
+from agentloop._adapters.command_paths import command_paths
 from agentloop._adapters.mcp_tools import mcp_filesystem, mcp_git, mcp_tool
 from agentloop._adapters.patch_paths import BEGIN, patch_facts, patch_in_command
 from agentloop._core.tool_facts import (
@@ -49,7 +50,8 @@ def _text(value: object) -> str | None:
     return value if isinstance(value, str) and value.strip() else None
 
 
-def _path(data: Mapping[str, Any], keys: Sequence[str] = PATH_KEYS) -> str | None:
+def _first(data: Mapping[str, Any], keys: Sequence[str] = PATH_KEYS) -> str | None:
+    """The first of ``keys`` whose value is a non-empty string."""
     return next((p for k in keys if (p := _text(data.get(k))) is not None), None)
 
 
@@ -59,7 +61,7 @@ def _partial(data: Mapping[str, Any]) -> bool:
 
 
 def _file(call: ToolCall, action: FileAction, keys: Sequence[str] = PATH_KEYS) -> Facts:
-    path = _path(call.input, keys)
+    path = _first(call.input, keys)
     if path is None:
         return None
     return () if call.is_error else (FileTouched(path, action),)
@@ -84,10 +86,10 @@ def write(call: ToolCall) -> Facts:
 
 def edit(call: ToolCall) -> Facts:
     if "Failed to edit" in call.result:  # Gemini CLI, whose error flag is not known to be set
-        return () if _path(call.input) else None
+        return () if _first(call.input) else None
     if call.result.startswith("Created new file:"):  # Gemini CLI's replace on a new path
         return _file(call, "created")
-    if _path(call.input) is None:
+    if _first(call.input) is None:
         return swe_agent_edit(call)
     return _file(call, "edited")
 
@@ -109,7 +111,7 @@ def _todo_list(call: ToolCall, key: str, text_keys: Sequence[str]) -> Facts:
     items = tuple(
         (str(item.get("status", "pending")), text)
         for item in listed
-        if isinstance(item, dict) and (text := _path(item, text_keys)) is not None
+        if isinstance(item, dict) and (text := _first(item, text_keys)) is not None
     )
     return (TodoState(items),)
 
@@ -121,15 +123,25 @@ def _command(call: ToolCall, key: str = "command") -> str | None:
     return _text(value)
 
 
+def _ran(
+    command: str,
+    text: str,
+    is_error: bool,
+    known: tuple[shapes.Shape, ...],
+    *,
+    silent_zero: bool = False,
+    base: str | None = None,
+) -> Facts:
+    """The command's fact, and the files it read, deleted or moved when it ended well."""
+    ran = shapes.command_ran(command, text, is_error, known, silent_zero=silent_zero)
+    return (ran, *(command_paths(command, base) if ran.succeeded else ()))
+
+
 def claude_bash(call: ToolCall) -> Facts:
     command = _command(call)
     if command is None:
         return None
-    return (
-        shapes.command_ran(
-            command, call.result, call.is_error, shapes.CLAUDE_CODE, silent_zero=True
-        ),
-    )
+    return _ran(command, call.result, call.is_error, shapes.CLAUDE_CODE, silent_zero=True)
 
 
 def bash(call: ToolCall) -> Facts:
@@ -138,7 +150,7 @@ def bash(call: ToolCall) -> Facts:
     command = _command(call)
     if command is None:
         return None
-    return (shapes.command_ran(command, call.result, call.is_error, shapes.PI_SWE),)
+    return _ran(command, call.result, call.is_error, shapes.PI_SWE)
 
 
 def gemini_shell(call: ToolCall) -> Facts:
@@ -146,13 +158,14 @@ def gemini_shell(call: ToolCall) -> Facts:
     if command is None:
         return None
     text = shapes.gemini_output(call.result)
-    return (shapes.command_ran(command, text, False, shapes.GEMINI, silent_zero=True),)
+    base = _first(call.input, ("dir_path", "directory"))
+    return _ran(command, text, False, shapes.GEMINI, silent_zero=True, base=base)
 
 
 def gemini_files(call: ToolCall) -> Facts:
     """Gemini CLI's ``read_file`` and ``write_file`` (``file_path``; ``absolute_path`` before
     2025-11): a fallback, so the coding agent's own tools of those names stay its own."""
-    if _path(call.input, ("file_path", "absolute_path")) is None:
+    if _first(call.input, ("file_path", "absolute_path")) is None:
         return None
     if call.name == "read_file":
         return read(call)
@@ -167,15 +180,15 @@ def gemini_files(call: ToolCall) -> Facts:
 
 
 def swe_open(call: ToolCall) -> Facts:
-    if call.result.lstrip().startswith("Error") or " not found" in call.result[:200]:
-        return () if _path(call.input, ("path",)) else None
+    if re.match(r"\s*(?:Error\b|File .+ not found)", call.result):
+        return () if _first(call.input, ("path",)) else None
     partial = re.search(r"^\(\d+ more lines (?:above|below)\)$", call.result, re.M)
     return _file(call, "read_part" if partial else "read", ("path",))
 
 
 def swe_create(call: ToolCall) -> Facts:
     if call.result.lstrip().startswith("Error"):
-        return () if _path(call.input, ("filename", "path")) else None
+        return () if _first(call.input, ("filename", "path")) else None
     return _file(call, "created", ("filename", "path"))
 
 
@@ -217,7 +230,7 @@ _EDITOR_ACTIONS: dict[str, FileAction] = {
 
 def str_replace_editor(call: ToolCall) -> Facts:
     command, text = call.input.get("command"), call.result
-    if command not in ("view", *_EDITOR_ACTIONS) or _path(call.input, ("path",)) is None:
+    if command not in ("view", *_EDITOR_ACTIONS) or _first(call.input, ("path",)) is None:
         return None
     if (
         call.is_error
@@ -235,9 +248,10 @@ def str_replace_editor(call: ToolCall) -> Facts:
 
 def execute_bash(call: ToolCall) -> Facts:
     command = _command(call)
-    if command is None or str(call.input.get("is_input", "false")).lower() == "true":
+    keys = str(call.input.get("is_input", "false")).lower() == "true"
+    if command is None or keys or command in ("C-c", "C-d", "C-z"):
         return ()  # a poll of a running command, or keys sent to it: no new command
-    return (shapes.command_ran(command, call.result, False, shapes.OPENHANDS),)
+    return _ran(command, call.result, False, shapes.OPENHANDS)
 
 
 def task_tracker(call: ToolCall) -> Facts:
@@ -251,8 +265,8 @@ def task_tracker(call: ToolCall) -> Facts:
 
 def _script(argv: list[str]) -> str:
     shells = ("bash", "sh", "zsh")
-    if len(argv) == 3 and posixpath.basename(argv[0]) in shells and argv[1] in ("-lc", "-c"):
-        return argv[2]
+    if len(argv) >= 3 and posixpath.basename(argv[0]) in shells and argv[-2] in ("-lc", "-c"):
+        return argv[-1]
     return shlex.join(argv)
 
 
@@ -283,7 +297,7 @@ def codex_shell(call: ToolCall) -> Facts:
         patch, where = found
         base = posixpath.join(workdir, where) if workdir and where else (where or workdir)
         return _patch(call, patch, base)
-    return (shapes.command_ran(script, call.result, False, shapes.CODEX),)
+    return _ran(script, call.result, False, shapes.CODEX, base=workdir)
 
 
 def apply_patch(call: ToolCall) -> Facts:
@@ -306,6 +320,7 @@ _VERBS: dict[str, FileAction | None] = {
     **dict.fromkeys(("bash", "shell", "run", "exec", "execute", "terminal", "command"), None),
 }
 _COMMON_PATHS = ("path", "file_path", "filename", "notebook_path")
+_DIRECTORY = frozenset(("directory", "dir", "folder", "mkdir"))
 
 
 def _words(name: str) -> list[str]:
@@ -316,15 +331,20 @@ def _words(name: str) -> list[str]:
 def by_common_keys(call: ToolCall) -> Facts:
     """A tool no recognizer claims, when its name has a verb that says what it did and its
     input has the key that says what it did it to; else ``None``."""
-    verb = next((w for w in _words(call.name) if w in _VERBS), None)
-    if verb is None or {"owner", "repo"} <= call.input.keys():  # a remote repository's file
+    words = _words(call.name)
+    verb = next((w for w in words if w in _VERBS), None)
+    if (
+        verb is None
+        or {"owner", "repo"} <= call.input.keys()  # a file of a remote repository
+        or not _DIRECTORY.isdisjoint(words)  # a directory is no file
+    ):
         return None
     action = _VERBS[verb]
     if action is None:
         command = _command(call) or _command(call, "cmd")
         if command is None:
             return None
-        return (shapes.command_ran(command, call.result, call.is_error, shapes.ALL_SHAPES),)
+        return _ran(command, call.result, call.is_error, shapes.ALL_SHAPES)
     if action == "read" and _partial(call.input):
         action = "read_part"
     return _file(call, action, _COMMON_PATHS)
