@@ -691,6 +691,22 @@ def test_a_users_own_tool_after_one_line_of_registration() -> None:
     assert fresh.recognize(ToolCall("deploy", {"target": "prod"}, "done")) is None
 
 
+def test_the_names_registered_by_name() -> None:
+    # Claude Code, pi, opencode, SWE-agent, OpenHands, Codex, Gemini CLI; MCP and the common
+    # keys answer as fallbacks (an MCP tool's name holds the user's own server key)
+    assert default_tool_facts().names == {
+        "Read", "Write", "Edit", "MultiEdit", "NotebookEdit", "Bash", "TodoWrite", "Glob",
+        "Grep", "LS", "read", "write", "edit", "insert", "bash", "grep", "find", "ls",
+        "todowrite", "open", "create", "goto", "scroll_up", "scroll_down", "find_file",
+        "search_dir", "search_file", "str_replace_editor", "execute_bash", "task_tracker",
+        "shell", "shell_command", "exec_command", "write_stdin", "apply_patch", "update_plan",
+        "replace", "run_shell_command", "write_todos",
+    }  # fmt: skip
+    for known in ("Glob", "Grep"):
+        assert facts(known, {"pattern": "**/*.py"}, "src/a.py\nsrc/b.py") == ()
+    assert facts("write_stdin", {"session_id": 3, "chars": "q"}, "Process exited with code 0") == ()
+
+
 def test_the_coding_agents_own_tool_names_are_not_claimed() -> None:
     # the agent registers its own on top; nothing here is registered under those names
     own = {"read_file", "write_file", "edit_file", "run_command", "todo_write", "list_files"}

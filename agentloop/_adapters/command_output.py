@@ -1,5 +1,6 @@
 """What a command's output says, whatever tool ran it: the lines that name an error, and the
-tests a test runner reports failing (or a run that passed).
+tests a test runner (pytest, go test, cargo test, jest, vitest) reports failing, or a run that
+passed.
 
 Shared by every recognizer of a shell-like tool (``tool_recognizers``, the coding agent's own
 ``run_command``). Pure functions of the text.

@@ -54,6 +54,7 @@ _GIT_READS = frozenset(
 
 
 def mcp_tool(name: str) -> str | None:
+    """The tool's own name in ``mcp__<server>__<tool>`` (``None``: not an MCP tool's name)."""
     server, sep, tool = name.removeprefix("mcp__").rpartition("__")
     return tool if name.startswith("mcp__") and sep and server else None
 
@@ -63,13 +64,11 @@ def mcp_filesystem(call: ToolCall) -> Facts:
     if tool in _MCP_READ:
         return _file(call, "read_part" if _partial(data) else "read")
     if tool == "read_multiple_files" and isinstance(named := data.get("paths"), list):
+        if call.is_error:
+            return ()
         failed = set(re.findall(r"^(.+?): Error - ", call.result, re.M))
-        return (
-            ()
-            if call.is_error
-            else tuple(
-                FileTouched(p, "read") for p in named if isinstance(p, str) and p not in failed
-            )
+        return tuple(
+            FileTouched(p, "read") for p in named if isinstance(p, str) and p not in failed
         )
     if tool == "write_file":
         return _file(call, "written")
@@ -79,11 +78,9 @@ def mcp_filesystem(call: ToolCall) -> Facts:
         source, target = _text(data.get("source")), _text(data.get("destination"))
         if source is None or target is None:
             return None
-        return (
-            ()
-            if call.is_error
-            else (FileTouched(source, "deleted"), FileTouched(target, "written"))
-        )
+        if call.is_error:
+            return ()
+        return (FileTouched(source, "deleted"), FileTouched(target, "written"))
     if tool in _MCP_KNOWN_NOTHING and ("path" in data or not data):
         return ()
     return None

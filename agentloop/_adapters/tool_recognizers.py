@@ -56,8 +56,9 @@ def _first(data: Mapping[str, Any], keys: Sequence[str] = PATH_KEYS) -> str | No
 
 
 def _partial(data: Mapping[str, Any]) -> bool:
-    given = [k for k in _PART_KEYS if data.get(k) not in (None, False, "", [])]
-    return given != [] and not (given == ["view_range"] and list(data["view_range"]) == [1, -1])
+    """Whether the input asks for a part (an offset of 0 and a range of 1 to -1 are whole)."""
+    given = [k for k in _PART_KEYS if data.get(k) not in (None, False, 0, "", [])]
+    return given != [] and not (given == ["view_range"] and data["view_range"] == [1, -1])
 
 
 def _file(call: ToolCall, action: FileAction, keys: Sequence[str] = PATH_KEYS) -> Facts:
@@ -159,7 +160,7 @@ def gemini_shell(call: ToolCall) -> Facts:
         return None
     text = shapes.gemini_output(call.result)
     base = _first(call.input, ("dir_path", "directory"))
-    return _ran(command, text, False, shapes.GEMINI, silent_zero=True, base=base)
+    return _ran(command, text, call.is_error, shapes.GEMINI, silent_zero=True, base=base)
 
 
 def gemini_files(call: ToolCall) -> Facts:
@@ -251,7 +252,7 @@ def execute_bash(call: ToolCall) -> Facts:
     keys = str(call.input.get("is_input", "false")).lower() == "true"
     if command is None or keys or command in ("C-c", "C-d", "C-z"):
         return ()  # a poll of a running command, or keys sent to it: no new command
-    return _ran(command, call.result, False, shapes.OPENHANDS)
+    return _ran(command, call.result, call.is_error, shapes.OPENHANDS)
 
 
 def task_tracker(call: ToolCall) -> Facts:
@@ -297,7 +298,7 @@ def codex_shell(call: ToolCall) -> Facts:
         patch, where = found
         base = posixpath.join(workdir, where) if workdir and where else (where or workdir)
         return _patch(call, patch, base)
-    return _ran(script, call.result, False, shapes.CODEX, base=workdir)
+    return _ran(script, call.result, call.is_error, shapes.CODEX, base=workdir)
 
 
 def apply_patch(call: ToolCall) -> Facts:
@@ -401,7 +402,7 @@ def default_tool_facts() -> ToolFacts:
             "write_todos": todos,
         }
     )
-    # Asked in the reverse order of registration: the most specific last.
+    # A fallback is asked before those registered earlier: the most general goes first.
     facts.register_fallback(by_common_keys)
     facts.register_fallback(gemini_files)
     facts.register_fallback(mcp_git)
