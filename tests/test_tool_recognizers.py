@@ -204,6 +204,23 @@ def test_pi_bash() -> None:
     )
 
 
+def test_opencode_by_its_keys() -> None:
+    shown = "<path>/repo/a.ts</path>\n<type>file</type>\n<content>\n1: export const a = 1;\n"
+    shown += "(Showing lines 1-2000 of 2400. Use offset=2001 to continue.)\n</content>"
+    assert one("read", {"filePath": "/repo/a.ts"}, shown) == FileTouched("/repo/a.ts", "read_part")
+    change = {"filePath": "/repo/a.ts", "oldString": "= 1", "newString": "= 2"}
+    assert one("edit", change, "Edit applied successfully.") == FileTouched("/repo/a.ts", "edited")
+    slow = "compiling...\n\n(Command timed out after 120000 ms)"
+    assert ran("bash", {"command": "npm run build", "description": "Build"}, slow).outcome == (
+        "timed out"
+    )
+    # a program's own words about a time-out, followed by more output, are not the tool's note
+    retried = "Command timed out after 5 retries, retrying\nconnected"
+    assert ran("bash", {"command": "./sync"}, retried).outcome == "ok"
+    todos = {"todos": [{"content": "Ship it", "status": "pending", "priority": "high"}]}
+    assert one("todowrite", todos, "[]") == TodoState((("pending", "Ship it"),))
+
+
 # -- OpenHands -----------------------------------------------------------------------------
 
 

@@ -79,12 +79,12 @@ def claude_code(text: str, is_error: bool) -> tuple[str, str] | None:
 
 
 def pi(text: str, is_error: bool) -> tuple[str, str] | None:
-    tail = text[-300:]
     if (match := re.search(r"\n?Command exited with code (-?\d+)\s*$", text)) is not None:
         return exited(int(match[1])), text[: match.start()]
-    if re.search(r"\(?Command timed out after [\d.]+ ?(?:ms|seconds?|s)\b", tail, re.I):
+    last = text.rstrip().rpartition("\n")[2].strip()  # pi's (and opencode's) note ends it
+    if re.match(r"\(?Command timed out after \d", last):
         return "timed out", text
-    if re.search(r"\(?Command (?:was )?aborted\)?\s*$", tail):
+    if re.fullmatch(r"\(?Command (?:was )?aborted\.?\)?", last):
         return "killed by user", text
     return None
 
