@@ -42,7 +42,13 @@ from fake_api import FakeAnthropicServer  # noqa: E402
 from transcripts import CORPUS, Transcript  # noqa: E402
 from transcripts.recorded import RECORDED  # noqa: E402
 
-from agentloop import CompactionSettings, ConversationCompacter, Message, as_messages  # noqa: E402
+from agentloop import (  # noqa: E402
+    CompactionSettings,
+    ConversationCompacter,
+    Message,
+    as_messages,
+    default_tool_facts,
+)
 from agentloop._adapters.records import to_record  # noqa: E402
 from agentloop._agent.search_history import SearchHistoryTool  # noqa: E402
 from agentloop._core.ledger import Ledger, find_ledger  # noqa: E402
@@ -57,6 +63,9 @@ from agentloop._core.receipt import (  # noqa: E402
     span_facts,
 )
 from agentloop._sessions import SessionStore, open_store  # noqa: E402
+
+FACTS = default_tool_facts()
+"""What each call did, as a compaction through the public API reads it."""
 
 MODEL = "claude-sonnet-4-6"
 WINDOW = 200_000
@@ -237,7 +246,7 @@ def measure_transcript(
         summary = transition.summary.summary
         context_all = context_text(child, without=(summary,))
         digest = context_text([Message.user(summary or "-")])
-        for fact in span_facts(history, start, end):
+        for fact in span_facts(history, start, end, FACTS):
             tally = survival.each[fact.kind]
             tally.facts += 1
             if present(fact, context_all):
@@ -257,7 +266,7 @@ def measure_transcript(
     context_all = context_text(context, without=(summary,))
     digest = context_text([Message.user(summary or "-")])
     ledger, changed = find_ledger(context), _truth_changed(history)
-    for fact in span_facts(history, spans[0][0], spans[-1][1]):
+    for fact in span_facts(history, spans[0][0], spans[-1][1], FACTS):
         tally = survival.after[fact.kind]
         tally.facts += 1
         tally.in_context += present(fact, context_all)
@@ -340,7 +349,7 @@ def receipt_timing(runs: int = 5) -> tuple[int, int, int, float]:
     times = []
     for _ in range(runs):
         start = time.perf_counter()
-        shown = receipt(history, replaced, child)
+        shown = receipt(history, replaced, child, FACTS)
         times.append(time.perf_counter() - start)
     return len(history), tokens, sum(shown.facts.values()), statistics.median(times)
 

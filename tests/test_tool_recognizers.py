@@ -709,8 +709,9 @@ def test_a_users_own_tool_after_one_line_of_registration() -> None:
 
 
 def test_the_names_registered_by_name() -> None:
-    # Claude Code, pi, opencode, SWE-agent, OpenHands, Codex, Gemini CLI; MCP and the common
-    # keys answer as fallbacks (an MCP tool's name holds the user's own server key)
+    # Claude Code, pi, opencode, SWE-agent, OpenHands, Codex, Gemini CLI, the coding agent's
+    # own; MCP and the common keys answer as fallbacks (an MCP tool's name holds the user's
+    # own server key)
     assert default_tool_facts().names == {
         "Read", "Write", "Edit", "MultiEdit", "NotebookEdit", "Bash", "TodoWrite", "Glob",
         "Grep", "LS", "read", "write", "edit", "insert", "bash", "grep", "find", "ls",
@@ -718,16 +719,29 @@ def test_the_names_registered_by_name() -> None:
         "search_dir", "search_file", "str_replace_editor", "execute_bash", "task_tracker",
         "shell", "shell_command", "exec_command", "write_stdin", "apply_patch", "update_plan",
         "replace", "run_shell_command", "write_todos",
+        "read_file", "write_file", "edit_file", "run_command", "todo_write", "list_files",
+        "search_history",
     }  # fmt: skip
     for known in ("Glob", "Grep"):
         assert facts(known, {"pattern": "**/*.py"}, "src/a.py\nsrc/b.py") == ()
     assert facts("write_stdin", {"session_id": 3, "chars": "q"}, "Process exited with code 0") == ()
 
 
-def test_the_coding_agents_own_tool_names_are_not_claimed() -> None:
-    # the agent registers its own on top; nothing here is registered under those names
-    own = {"read_file", "write_file", "edit_file", "run_command", "todo_write", "list_files"}
-    assert own.isdisjoint(default_tool_facts().names)
+def test_the_coding_agents_own_names_stay_its_own_and_gemini_keeps_its_keys() -> None:
+    own = one(
+        "write_file",
+        {"path": "src/a.py", "content": "x"},
+        "wrote src/a.py (overwrote existing file)",
+    )
+    assert own == FileTouched("src/a.py", "overwritten")
+    assert one("run_command", {"command": "make"}, "ok\n[exit code 0]") == CommandRan(
+        "make", "exit 0"
+    )
+    # Gemini CLI's tools of the same names, told apart by their keys
+    gemini = {"file_path": "/repo/util.go", "content": "package main"}
+    created = "Successfully created and wrote to new file: /repo/util.go."
+    assert one("write_file", gemini, created) == FileTouched("/repo/util.go", "created")
+    assert facts("read_file", {"uri": "x"}, "") is None
 
 
 # -- test runners in command output --------------------------------------------------------

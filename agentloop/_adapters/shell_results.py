@@ -69,6 +69,9 @@ def claude_code(text: str, is_error: bool) -> tuple[str, str] | None:
     match = re.match(r"(?:Error: )?Exit code (-?\d+)\b[^\n]*\n?", text)
     if is_error and match is not None:
         return exited(int(match[1])), text[match.end() :]
+    last = re.search(r"\n(?:Error: )?Exit code (-?\d+)\s*$", text)  # seen last, too
+    if is_error and last is not None:
+        return exited(int(last[1])), text[: last.start()]
     if text.startswith("Command running in background with ID:"):
         return RUNNING, ""
     if text.strip() == "(Bash completed with no output)":

@@ -1,6 +1,6 @@
 """The facts of the tools people already run: Claude Code, pi, OpenHands, SWE-agent, Codex,
-Gemini CLI, the official MCP filesystem and git servers, and tools whose input keys and name
-say what they did.
+Gemini CLI, the official MCP filesystem and git servers, the coding agent's own
+(``own_tool_facts``), and tools whose input keys and name say what they did.
 
 :func:`default_tool_facts` is a fresh registry each call; a library user adds their own tools on
 top (``default_tool_facts().register("deploy", ...)``). Recognizers look at input keys, not only
@@ -21,6 +21,7 @@ from typing import Any
 from agentloop._adapters import shell_results as shapes
 from agentloop._adapters.command_paths import command_paths
 from agentloop._adapters.mcp_tools import mcp_filesystem, mcp_git, mcp_tool
+from agentloop._adapters.own_tool_facts import OWN_TOOLS
 from agentloop._adapters.patch_paths import BEGIN, patch_facts, patch_in_command
 from agentloop._core.tool_facts import (
     FileAction,
@@ -165,7 +166,7 @@ def gemini_shell(call: ToolCall) -> Facts:
 
 def gemini_files(call: ToolCall) -> Facts:
     """Gemini CLI's ``read_file`` and ``write_file`` (``file_path``; ``absolute_path`` before
-    2025-11): a fallback, so the coding agent's own tools of those names stay its own."""
+    2025-11), the coding agent's own names with other keys: the agent's (``path``) stay its."""
     if _first(call.input, ("file_path", "absolute_path")) is None:
         return None
     if call.name == "read_file":
@@ -175,6 +176,10 @@ def gemini_files(call: ToolCall) -> Facts:
             return ()
         return write(call)
     return None
+
+
+def _own_or_gemini(own: Recognizer) -> Recognizer:
+    return lambda call: gemini_files(call) if "path" not in call.input else own(call)
 
 
 # -- SWE-agent's windowed tools ----------------------------------------------------------
@@ -396,15 +401,18 @@ def default_tool_facts() -> ToolFacts:
             "write_stdin": lambda call: (),
             "apply_patch": apply_patch,
             "update_plan": update_plan,
-            # Gemini CLI (read_file, write_file: the fallback below)
+            # Gemini CLI (read_file, write_file: the coding agent's names, below)
             "replace": edit,
             "run_shell_command": gemini_shell,
             "write_todos": todos,
+            # the coding agent's own, over any other agent's of the same name
+            **OWN_TOOLS,
+            "read_file": _own_or_gemini(OWN_TOOLS["read_file"]),
+            "write_file": _own_or_gemini(OWN_TOOLS["write_file"]),
         }
     )
     # A fallback is asked before those registered earlier: the most general goes first.
     facts.register_fallback(by_common_keys)
-    facts.register_fallback(gemini_files)
     facts.register_fallback(mcp_git)
     facts.register_fallback(mcp_filesystem)
     return facts
