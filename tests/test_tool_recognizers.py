@@ -73,6 +73,8 @@ def test_claude_code_reads_whole_and_in_part() -> None:
     part = "120\tdef main():\n121\t    run()\n"
     read = {"file_path": "/repo/app.py", "offset": 120, "limit": 2}
     assert one("Read", read, part) == FileTouched("/repo/app.py", "read_part")
+    background = {"file_path": "/tmp/claude-1000/-repo/tasks/b7x2.output"}
+    assert facts("Read", background, "     1→Serving on :3000") == ()  # a command's output
     missing = "<tool_use_error>File does not exist. Note: your current working directory is /repo."
     assert (
         facts("Read", {"file_path": "/repo/nope.py"}, missing + "</tool_use_error>", error=True)

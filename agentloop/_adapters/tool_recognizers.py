@@ -44,6 +44,7 @@ _TRUNCATED = re.compile(
     r"|IMPORTANT: The file content has been truncated"  # Gemini CLI
     r"|\(Showing lines \d+-\d+ of \d+\. Use offset="  # opencode
 )
+_TASK_OUTPUT = re.compile(r"/tasks/[\w-]+\.output$")
 _WINDOW = re.compile(r"^\[File: (.+?) \(\d+ lines total\)\]$", re.M)  # SWE-agent's window
 
 
@@ -73,6 +74,8 @@ def _file(call: ToolCall, action: FileAction, keys: Sequence[str] = PATH_KEYS) -
 
 
 def read(call: ToolCall) -> Facts:
+    if _TASK_OUTPUT.search(_first(call.input) or ""):
+        return ()  # Claude Code's background command read back: its output, not a project file
     partial = _partial(call.input) or _TRUNCATED.search(call.result[-600:]) is not None
     return _file(call, "read_part" if partial else "read")
 
