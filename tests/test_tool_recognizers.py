@@ -312,7 +312,11 @@ def test_openhands_task_tracker() -> None:
         ],
     }
     assert one("task_tracker", plan, "Task list has been updated with 3 items.") == TodoState(
-        (("done", "Reproduce the bug"), ("in_progress", "Fix parse()"), ("todo", "Add a test"))
+        (
+            ("completed", "Reproduce the bug"),
+            ("in_progress", "Fix parse()"),
+            ("pending", "Add a test"),
+        )
     )
     assert facts("task_tracker", {"command": "view"}, "# Task List\n1. [todo] Add a test") == ()
 

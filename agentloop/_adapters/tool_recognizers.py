@@ -107,14 +107,18 @@ def todos(call: ToolCall) -> Facts:
     return _todo_list(call, "todos", ("content", "description", "subject"))
 
 
-def _todo_list(call: ToolCall, key: str, text_keys: Sequence[str]) -> Facts:
+def _todo_list(
+    call: ToolCall, key: str, text_keys: Sequence[str], words: Mapping[str, str] | None = None
+) -> Facts:
+    """The whole list in ``key``; ``words``: the tool's statuses in the common words."""
     listed = call.input.get(key)
     if not isinstance(listed, list):
         return None
     if call.is_error:
         return ()
+    words = words or {}
     items = tuple(
-        (str(item.get("status", "pending")), text)
+        (words.get(status := str(item.get("status", "pending")), status), text)
         for item in listed
         if isinstance(item, dict) and (text := _first(item, text_keys)) is not None
     )
@@ -263,10 +267,14 @@ def execute_bash(call: ToolCall) -> Facts:
     return _ran(command, call.result, call.is_error, shapes.OPENHANDS)
 
 
+_OPENHANDS_STATUS = {"todo": "pending", "done": "completed"}
+
+
 def task_tracker(call: ToolCall) -> Facts:
+    """OpenHands' plan (``todo``/``in_progress``/``done``, told in the common words)."""
     if call.input.get("command") == "view":
         return ()
-    return _todo_list(call, "task_list", ("title", "notes"))
+    return _todo_list(call, "task_list", ("title", "notes"), _OPENHANDS_STATUS)
 
 
 # -- Codex ---------------------------------------------------------------------------------
