@@ -815,6 +815,7 @@ def test_a_passing_run_by_each_runners_summary(output: str) -> None:
 
 def test_no_run_and_runs_without_a_summary() -> None:
     assert runner_tests("compiled 3 files", succeeded=True) is None
+    assert runner_tests("ok so the cache is warm now", succeeded=True) is None
     assert runner_tests("no tests ran in 0.01s", succeeded=True) is None
     verbose = "=== RUN   TestParse\n--- PASS: TestParse (0.00s)\n"
     assert runner_tests(verbose, succeeded=True) == ()

@@ -65,7 +65,7 @@ _COUNTED = r"(?:passed|failed|errors?|skipped|xfailed|xpassed|warnings?|deselect
 _SUMMARY = (
     # pytest ("=== 1 failed, 2 passed in 0.12s ===", bare with -q)
     re.compile(rf"^=*\s*((?:\d+ {_COUNTED}|no tests ran)(?:, \d+ {_COUNTED})*) in [\d.]+s\b.*?=*$"),
-    re.compile(r"^(ok)\s+\S+\s"),  # go test: a package that passed
+    re.compile(r"^(ok)\s+\S+\s+(?:[\d.]+s|\(cached\))(?:\s|$)"),  # go test: a package passed
     re.compile(r"^(FAIL)$"),  # go test: the run's last line when anything failed
     re.compile(r"^test result: ((?:ok|FAILED)\..*)$"),  # cargo test
     re.compile(r"^Tests:\s+(.*\btotal)$"),  # jest
