@@ -171,7 +171,7 @@ def test_every_distinct_command_survives_a_small_budget_and_failing_ones_go_last
     assert "- exit 1: npm test -- --runInBand" in text  # the failing command is kept
     assert tight.omitted.get("Commands", 0) > 0
     # the cut ones are named by a search that finds them, not by a tool's name
-    [hint] = [line for line in text.splitlines() if "older left out" in line]
+    hint = next(line for line in text.splitlines() if "older left out" in line)  # Commands
     assert '"git log"' in hint and "Bash" not in hint
 
 
