@@ -197,6 +197,7 @@ class _Watch:
         self.converted: dict[int, tuple[object, Message]] = {}
         self.parent: list[Message] = []
         self.decision: CompactionDecision | None = None
+        self.prefix_kept = False
         self._check_prefix()
         history = self.history()
         resumed = self.conversation.reconcile(history)
@@ -397,12 +398,14 @@ class _Watch:
             )
 
     def _write_prefix(self) -> None:
+        """The prefix, with the session once it exists (its children inherit it)."""
         store = self.owner.engine.store
-        if store is None or not self.conversation.stored():
+        if self.prefix_kept or store is None or not self.conversation.stored():
             return
         session = store.get_session(self.conversation.session_id)
         if PREFIX_KEY not in session.metadata:
             store.update_session(session.id, metadata={PREFIX_KEY: self._prefix()})
+        self.prefix_kept = True
 
 
 def _restated(message: Message) -> Message:
