@@ -40,6 +40,7 @@ from agentloop import (
 )
 from agentloop._cli.main import main
 from agentloop._core.api_compaction import Carried, carried_message, carried_over
+from agentloop._core.summary import SUMMARIZER_SYSTEM
 from agentloop.integrations.tool_runner import COMPACTION_BETA, RunnerCompaction
 from sessions import SessionStore, open_store
 
@@ -180,6 +181,12 @@ def _check_session(
 ) -> str:
     """What a finished 30-turn session must show; returns its root session."""
     assert fake.refusals == [] and fake.violations == []
+    # The runner's requests, and agentloop's only one of its own: the free count_tokens.
+    assert {r.path for r in fake.requests} == {"/v1/messages", "/v1/messages/count_tokens"}
+    assert all(b.get("compaction") is None for b in fake.count_requests)
+    asked = [b["compaction"] for b in fake.message_requests if b.get("compaction") is not None]
+    assert len(asked) == len(compaction.transitions)
+    assert all(c["instructions"].startswith(SUMMARIZER_SYSTEM[:60]) for c in asked)
     transitions = compaction.transitions
     assert len(transitions) >= 2, "the session did not compact twice"
     assert events.transitions == transitions
@@ -204,6 +211,9 @@ def _check_session(
     assert [s.id for s in lineage][-1] == compaction.session_id
     assert second in [s.id for s in lineage] and len(lineage) == len(transitions) + 1
     assert all(s.status == "compacted" for s in lineage[:-1])
+    for session, transition in zip(lineage, transitions, strict=False):  # parents kept whole
+        assert session.id == transition.original_session_id
+        assert session.message_count == transition.summary.original_message_count
     assert "fix the failing tests" in json.dumps(store.get_messages(root)[0].content)
     capsys.readouterr()
     assert main(["sessions", "tree", root, "--json"]) == 0

@@ -31,18 +31,22 @@ from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, cast
 
+import anthropic
+
 from agentloop import (
-    AnthropicModel,
     CompactionDecision,
     CompactionSettings,
     CompactionTransition,
     ConfigurationError,
     LoopEvents,
     Message,
+    ModelRequest,
+    ModelResponse,
     PreservedStateHook,
     ToolFacts,
     Usage,
     as_messages,
+    to_params,
 )
 from agentloop._sessions import SessionStore
 from agentloop.integrations._engine import Conversation, Engine, ModelFacts
@@ -90,10 +94,11 @@ class RunnerCompaction:
         events: LoopEvents | None = None,
         tool_facts: ToolFacts | None = None,
     ) -> None:
+        self._counter = _Counter()
         self.engine = Engine(
             settings=settings,
             context_window=context_window,
-            summarizer=None,
+            summarizer=self._counter,
             hooks=hooks,
             store=store,
             session_id=session_id,
@@ -181,14 +186,9 @@ class _Watch:
         self.tools_sent = [_plain(tool) for tool in params.get("tools") or ()]
         self.system = _system_text(self.system_sent)
         self.conversation = owner._current()
-        client = runner._client
+        owner._counter.use(runner._client)
         self.conversation.ready(
-            ModelFacts(self.model, None, int(params["max_tokens"])),
-            lambda: AnthropicModel(
-                api_key=client.api_key,
-                base_url=str(client.base_url),
-                max_retries=client.max_retries,
-            ),
+            ModelFacts(self.model, None, int(params["max_tokens"])), _no_summarizer
         )
         compacter = self.conversation.compacter
         assert compacter is not None
@@ -408,15 +408,55 @@ class _Watch:
         self.prefix_kept = True
 
 
+class _Counter:
+    """The compacter's model: ``count_tokens`` through the runner's client (free, and the only
+    request agentloop sends itself; no Models API lookup). It writes no summary: the API
+    writes them at the runner's request."""
+
+    def __init__(self) -> None:
+        self._client: Any = None
+
+    def use(self, client: Any) -> None:
+        """Count with ``client``'s settings (a sync twin of an async client: counting runs in
+        a worker thread)."""
+        if isinstance(client, anthropic.Anthropic):
+            self._client = client
+        else:
+            self._client = anthropic.Anthropic(
+                api_key=client.api_key,
+                base_url=str(client.base_url),
+                max_retries=client.max_retries,
+            )
+
+    def complete(self, request: ModelRequest, on_text: Any = None) -> ModelResponse:
+        raise ConfigurationError("RunnerCompaction writes no summary: the runner asks the API")
+
+    def count_tokens(self, request: ModelRequest) -> int:
+        kwargs: dict[str, Any] = {
+            "model": request.model,
+            "messages": to_params(request.messages),
+            "betas": [COMPACTION_BETA],
+        }
+        if request.system:
+            kwargs["system"] = request.system
+        if request.tools:
+            kwargs["tools"] = list(request.tools)
+        return int(self._client.beta.messages.count_tokens(**kwargs).input_tokens)
+
+
+def _no_summarizer() -> Any:
+    raise AssertionError("the engine is given the counter as its model")
+
+
 def _restated(message: Message) -> Message:
     """A system message of the caller's (project instructions, a rule) as one whose text
     the core restates after the compaction, as it restates a pinned message: the API's
     summary drops what system messages said. agentloop's own carried message (restated from
     its parts) and the runner's tool changes (the block records them) stay as they are."""
-    texts = [str(b.get("text", "")) for b in message.content if b.get("type") == "text"]
-    if message.role != "system" or not texts or texts[0].startswith(CARRIED):
+    text = message.text
+    if message.role != "system" or not text.strip() or text.startswith(CARRIED):
         return message
-    return Message.system(PINNED_SYSTEM + "\n" + "\n".join(texts))
+    return Message.system(f"{PINNED_SYSTEM}\n{text}")
 
 
 def _usage(usage: Any) -> Usage:
