@@ -25,7 +25,15 @@ from typing import Any
 import anthropic
 import pytest
 from anthropic import beta_async_tool, beta_tool
-from fake_api import TEST_API_KEY, FakeAnthropicServer, ReplySpec, text_reply, tool_reply
+from fake_api import (
+    TEST_API_KEY,
+    FakeAnthropicServer,
+    Reply,
+    ReplySpec,
+    pause_reply,
+    text_reply,
+    tool_reply,
+)
 
 from agentloop import (
     CommandRan,
@@ -434,3 +442,51 @@ def test_a_runner_stopped_between_tool_rounds_continues_in_the_next_one(
     assert fake_api.message_requests[sent]["messages"] == history
     assert fake_api.refusals == [] and fake_api.violations == []
     assert len(store.get_messages(resumed.session_id)) == len(history) + 7
+
+
+class Paused(Model):
+    """The scripted model, whose turn ``pause_at`` the API pauses (``pause_turn``) once."""
+
+    def __init__(self, turns: int, pause_at: int) -> None:
+        super().__init__(turns)
+        self.pause_at = pause_at
+        self.paused = False
+
+    def __call__(self, body: dict[str, Any]) -> ReplySpec:
+        if self.calls == self.pause_at and not self.paused:
+            self.paused = True
+            return pause_reply()
+        if self.paused and body["messages"][-1]["role"] == "assistant":  # resumed: it ends
+            result = {
+                "type": "web_search_tool_result",
+                "tool_use_id": "srvtoolu_paused",
+                "content": [{"type": "web_search_result", "url": "u", "title": "t"}],
+            }
+            return Reply(content=(result, {"type": "text", "text": "Found it."}))
+        return super().__call__(body)
+
+
+def test_a_paused_turn_and_a_streamed_reply_stay_the_runners(
+    fake_api: FakeAnthropicServer, store: SessionStore
+) -> None:
+    # The sync streaming runner compacts like the others; a paused turn goes back as the
+    # runner sends it (agentloop asks for no compaction on a reply that leaves no user turn).
+    model = Paused(30, pause_at=16)
+    fake_api.handler = model
+    client = anthropic.Anthropic(api_key="test-key", base_url=fake_api.base_url, max_retries=0)
+    events = Events()
+    compaction = RunnerCompaction(store=store, context_window=WINDOW, events=events)
+    runner = _runner(client, FIRST, [read_file, run_command], stream=True)
+    reasons = []
+    for stream in compaction.follow(runner):
+        for _event in stream:
+            pass
+        reasons.append(stream.get_final_message().stop_reason)
+    assert reasons[-2:] == ["pause_turn", "end_turn"] and "compaction" in reasons
+    assert len(events.started) == len(compaction.transitions) >= 1
+    paused, resumed = fake_api.message_requests[-2:]  # the paused turn went back unchanged
+    assert resumed["messages"][:-1] == paused["messages"]
+    assert resumed["messages"][-1]["content"][-1]["type"] == "server_tool_use"
+    assert fake_api.refusals == [] and fake_api.violations == []
+    stored = [m for s in store.lineage(compaction.session_id) for m in store.get_messages(s.id)]
+    assert any("server_tool_use" in json.dumps(m.content) for m in stored)
