@@ -112,7 +112,8 @@ class Truth:
     todo_call: str
     """The tool_use id of the call that left the latest list."""
     changed: Mapping[str, bool]
-    """path → changed by an edit (or deleted) since a whole read or write showed it."""
+    """path → changed by a file tool's edit (or deletion) since a whole read or write showed
+    it (what "unchanged" in a context denies)."""
 
 
 def truth(record: Sequence[Happened], start: int, end: int, cut: int) -> Truth:
@@ -122,11 +123,14 @@ def truth(record: Sequence[Happened], start: int, end: int, cut: int) -> Truth:
     changed: dict[str, bool] = {}
     todos: tuple[tuple[str, str], ...] = ()
     todo_call = ""
+    shell = {h.tool_use_id for h in before if h.kind == "command"}
     for h in before:
         if h.kind == "command":
             latest[h.command] = (h.exit_code, h.tool_use_id)
         elif h.kind == "todo":
             todos, todo_call = h.todos, h.tool_use_id
+        elif h.tool_use_id in shell:
+            continue  # "unchanged" speaks of file tools: a command may change a file unseen
         elif h.action in ("edited", "deleted"):
             changed[h.path] = True
         elif h.action in ("read", "created", "overwritten"):
