@@ -50,6 +50,7 @@ class ToolCall:
     input: Mapping[str, Any]
     result: str
     is_error: bool = False
+    id: str = ""
 
 
 @dataclass(frozen=True, slots=True)
