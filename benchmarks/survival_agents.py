@@ -27,7 +27,6 @@ context left by the fifth compaction.
 
 from __future__ import annotations
 
-import inspect
 import json
 import re
 import tempfile
@@ -39,7 +38,13 @@ from typing import Any
 
 from transcripts.other_agents import OTHER_AGENTS, AgentSession, Happened
 
-from agentloop import CompactionSettings, ConversationCompacter, Message, as_messages
+from agentloop import (
+    CompactionSettings,
+    ConversationCompacter,
+    Message,
+    as_messages,
+    default_tool_facts,
+)
 from agentloop._adapters.records import to_record
 from agentloop._agent.search_history import SearchHistoryTool
 from agentloop._sessions import SessionStore, open_store
@@ -278,7 +283,7 @@ def stale(t: Truth, context: Context) -> list[str]:
 
 # -- the one search the context names ---------------------------------------------------------
 
-_HINT = re.compile(r"search_history[:\s]+(?:'([^']+)'|\"([^\"]+)\"|`([^`]+)`)")
+_QUOTED = re.compile(r"'([^']+)'|\"([^\"]+)\"|`([^`]+)`")
 _SECTION = {"paths": ("file", "path"), "commands": ("command",), "todos": ("todo", "plan")}
 
 
@@ -290,7 +295,10 @@ def hints(notes: str) -> dict[str, list[str]]:
     for line in notes.split("\n"):
         if line.lstrip().startswith("#"):
             heading = line.lower()
-        for match in _HINT.finditer(line):
+        if "search_history" not in line:
+            continue
+        named = line.split("search_history", 1)[1]  # every query the line names after it
+        for match in _QUOTED.finditer(named):
             query = next(g for g in match.groups() if g)
             for kind, words in _SECTION.items():
                 if any(w in heading for w in words):
@@ -335,19 +343,14 @@ def cuts(messages: Sequence[Message], count: int) -> list[int]:
 
 
 def compacter_for(window: int) -> ConversationCompacter:
-    """The public compacter with a summarizer that answers one bare sentence, given the
-    shipped recognizers when the compacter takes them."""
-    options: dict[str, Any] = {}
-    if "tool_facts" in inspect.signature(ConversationCompacter).parameters:
-        import agentloop
-
-        options["tool_facts"] = getattr(agentloop, "default_tool_facts")()  # noqa: B009
+    """The public compacter with a summarizer that answers one bare sentence and the
+    recognizers that ship with agentloop."""
     return ConversationCompacter(
         model_name=MODEL,
         context_window=window,
         model=FunctionModel(lambda request: BARE),
         settings=CompactionSettings(strategy="summarize"),
-        **options,
+        tool_facts=default_tool_facts(),
     )
 
 

@@ -136,11 +136,11 @@ def test_the_measure_wants_the_right_exit_code_and_state_on_the_commands_line() 
 def test_a_cut_fact_counts_found_only_by_the_search_its_section_names() -> None:
     notes = (
         "### Files\n- edited: a.py\n- … 3 older left out: search_history 'shop files'\n"
-        '### Commands\n- … 9 older left out: search_history "pytest mypy"'
+        '### Commands\n- … 9 older left out: search_history "pytest mypy" · "git diff"'
     )
     assert survival_agents.hints(notes) == {
         "paths": ["shop files"],
-        "commands": ["pytest mypy"],
+        "commands": ["pytest mypy", "git diff"],
         "todos": [],
     }
 
