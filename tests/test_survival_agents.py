@@ -156,5 +156,6 @@ def test_the_targets_hold_on_other_agents_sessions_after_5_successive_compaction
     for row in rows:
         assert row.each["paths"].facts and row.each["commands"].facts
         assert row.each["todos"].facts or row.shape == "pi"
-    assert [miss for row in rows for miss in row.misses()] == []
+    misses = [miss for row in rows for miss in row.misses()]
+    assert misses == [], "\n".join(misses)
     assert survival_agents.table(rows).startswith("| agent shape | window |")
