@@ -49,7 +49,13 @@ from fake_api import FakeAnthropicServer  # noqa: E402
 from transcripts import CORPUS, Transcript  # noqa: E402
 from transcripts.recorded import RECORDED  # noqa: E402
 
-from agentloop import CompactionSettings, ConversationCompacter, Message, as_messages  # noqa: E402
+from agentloop import (  # noqa: E402
+    CompactionSettings,
+    ConversationCompacter,
+    Message,
+    as_messages,
+    default_tool_facts,
+)
 from agentloop._adapters.records import to_record  # noqa: E402
 from agentloop._agent.search_history import SearchHistoryTool  # noqa: E402
 from agentloop._core.ledger import Ledger, find_ledger  # noqa: E402
@@ -66,6 +72,8 @@ from agentloop._core.receipt import (  # noqa: E402
 from agentloop._sessions import SessionStore, open_store  # noqa: E402
 
 MODEL = "claude-sonnet-4-6"
+FACTS = default_tool_facts()
+"""What each call did, as the compacter reads it (the recognizers that ship)."""
 WINDOW = 200_000
 COMPACTIONS = 5
 TARGETS: dict[Kind, tuple[float, float]] = {
@@ -244,7 +252,7 @@ def measure_transcript(
         summary = transition.summary.summary
         context_all = context_text(child, without=(summary,))
         digest = context_text([Message.user(summary or "-")])
-        for fact in span_facts(history, start, end):
+        for fact in span_facts(history, start, end, FACTS):
             tally = survival.each[fact.kind]
             tally.facts += 1
             if present(fact, context_all):
@@ -264,7 +272,7 @@ def measure_transcript(
     context_all = context_text(context, without=(summary,))
     digest = context_text([Message.user(summary or "-")])
     ledger, changed = find_ledger(context), _truth_changed(history)
-    for fact in span_facts(history, spans[0][0], spans[-1][1]):
+    for fact in span_facts(history, spans[0][0], spans[-1][1], FACTS):
         tally = survival.after[fact.kind]
         tally.facts += 1
         tally.in_context += present(fact, context_all)
@@ -347,7 +355,7 @@ def receipt_timing(runs: int = 5) -> tuple[int, int, int, float]:
     times = []
     for _ in range(runs):
         start = time.perf_counter()
-        shown = receipt(history, replaced, child)
+        shown = receipt(history, replaced, child, FACTS)
         times.append(time.perf_counter() - start)
     return len(history), tokens, sum(shown.facts.values()), statistics.median(times)
 
