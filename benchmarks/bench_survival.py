@@ -71,9 +71,10 @@ from agentloop._core.receipt import (  # noqa: E402
 )
 from agentloop._sessions import SessionStore, open_store  # noqa: E402
 
-MODEL = "claude-sonnet-4-6"
 FACTS = default_tool_facts()
-"""What each call did, as the compacter reads it (the recognizers that ship)."""
+"""What each call did, as a compaction through the public API reads it."""
+
+MODEL = "claude-sonnet-4-6"
 WINDOW = 200_000
 COMPACTIONS = 5
 TARGETS: dict[Kind, tuple[float, float]] = {

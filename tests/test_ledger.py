@@ -16,10 +16,15 @@ from support.agents import coding_agent
 from transcripts import CORPUS
 from transcripts.recorded import calculator_session
 
-from agentloop import CompactionSettings, ConversationCompacter, Message, as_messages
+from agentloop import (
+    CompactionSettings,
+    ConversationCompacter,
+    Message,
+    as_messages,
+    default_tool_facts,
+)
 from agentloop._agent.files import ReadFileTool
 from agentloop._agent.workspace import Workspace
-from agentloop import default_tool_facts
 from agentloop._core import ledger
 from agentloop._core.ledger import Ledger, find_ledger, parse, render, shorten_request
 from agentloop._core.ledger_fit import within

@@ -401,7 +401,7 @@ class CodingAgent:
         later = self.compacter.later  # carried with the next message: in the context by then
         context = [*self.loop.messages, *([] if later is None else [later])]
         try:
-            return session_receipt(self.store, self.session_id, context)
+            return session_receipt(self.store, self.session_id, context, self.compacter.tool_facts)
         except SessionError:
             return None  # the store cannot say now: /context shows the rest
 
