@@ -42,9 +42,10 @@ def test_the_core_names_no_tool_and_reads_no_tools_wording() -> None:
     offenders = []
     for path in sorted(CORE.glob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.Constant) and isinstance(node.value, str):
-                if node.value in TOOL_NAMES or any(w in node.value for w in WORDING):
-                    offenders.append(f"{path.name}:{node.lineno}: {node.value[:60]!r}")
+            if not isinstance(node, ast.Constant) or not isinstance(node.value, str):
+                continue
+            if node.value in TOOL_NAMES or any(w in node.value for w in WORDING):
+                offenders.append(f"{path.name}:{node.lineno}: {node.value[:60]!r}")
     assert offenders == []
 
 
@@ -170,7 +171,7 @@ def test_every_distinct_command_survives_a_small_budget_and_failing_ones_go_last
     assert "- exit 1: npm test -- --runInBand" in text  # the failing command is kept
     assert tight.omitted.get("Commands", 0) > 0
     # the cut ones are named by a search that finds them, not by a tool's name
-    [hint] = [line for line in text.splitlines() if "older left out" in line]
+    hint = next(line for line in text.splitlines() if "older left out" in line)  # Commands
     assert '"git log"' in hint and "Bash" not in hint
 
 
