@@ -16,6 +16,7 @@ import pytest
 from transcripts.other_agents import OTHER_AGENTS, AgentSession, Happened, other_agent_session
 
 from agentloop import Message, as_messages
+from agentloop._core import preserved_state
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 import survival_agents
@@ -145,13 +146,16 @@ def test_a_cut_fact_counts_found_only_by_the_search_its_section_names() -> None:
     }
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 33: the ledger reads agentloop's own tool names until the tool-facts seam lands",
-)
-def test_the_targets_hold_on_other_agents_sessions_after_5_successive_compactions() -> None:
-    rows = survival_agents.measure(seeds=(1,), size=200)
-    assert len(rows) == len(SHAPES) * len(survival_agents.WINDOWS)
+def test_without_the_ledger_the_measure_sees_the_losses(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(preserved_state, "ledger_text", lambda *args, **kwargs: "")
+    rows = survival_agents.measure(seeds=(1,), size=120, windows=(60_000,), shapes=("codex",))
+    misses = " ".join(rows[0].misses())
+    assert "paths" in misses and "commands" in misses and "todos" in misses
+
+
+def test_the_targets_hold_at_windows_of_40k_and_more_after_5_successive_compactions() -> None:
+    rows = survival_agents.measure(seeds=(1,), size=200, windows=(200_000, 60_000))
+    assert len(rows) == len(SHAPES) * 2
     assert all(row.compactions == 5 for row in rows)
     for row in rows:
         assert row.each["paths"].facts and row.each["commands"].facts
@@ -159,3 +163,16 @@ def test_the_targets_hold_on_other_agents_sessions_after_5_successive_compaction
     misses = [miss for row in rows for miss in row.misses()]
     assert misses == [], "\n".join(misses)
     assert survival_agents.table(rows).startswith("| agent shape | window |")
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="issue 33: at 16k the ledger names 2-4 searches for 30+ cut commands; git, curl, "
+    "sqlite3, alembic, grep and cat runs match none of them",
+)
+def test_at_16k_every_cut_fact_is_found_by_the_search_the_ledger_names() -> None:
+    rows = survival_agents.measure(seeds=(1,), size=200, windows=(16_000,))
+    assert all(row.compactions == 5 for row in rows)
+    assert sum(t.cut for row in rows for t in row.each.values()) > 0  # a small window cuts
+    misses = [miss for row in rows for miss in row.misses()]
+    assert misses == [], "\n".join(misses)
