@@ -59,6 +59,10 @@ def test_a_session_is_valid_deterministic_and_sized_like_a_real_span(shape: str)
     todos = [h for h in session.record if h.kind == "todo"]
     assert (not todos) if shape == "pi" else len(todos) >= 10
     assert any(r.kind == "steering" for r in session.transcript.facts.requests)
+    parallel = [
+        m for m in messages if sum(b["type"] == "tool_use" for b in m["content"]) > 1
+    ]  # reads sent together, answered together
+    assert (not parallel) if shape == "openhands" else parallel
 
 
 def test_the_shapes_use_their_agents_tool_names_keys_and_result_texts() -> None:
