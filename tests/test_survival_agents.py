@@ -169,11 +169,6 @@ def test_the_targets_hold_at_windows_of_40k_and_more_after_5_successive_compacti
     assert survival_agents.table(rows).startswith("| agent shape | window |")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 33: at 16k the ledger names 2-4 searches for 30+ cut commands; git, curl, "
-    "sqlite3, alembic, grep and cat runs match none of them",
-)
 def test_at_16k_every_cut_fact_is_found_by_the_search_the_ledger_names() -> None:
     rows = survival_agents.measure(seeds=(1,), size=200, windows=(16_000,))
     assert all(row.compactions == 5 for row in rows)
