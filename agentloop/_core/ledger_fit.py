@@ -7,8 +7,8 @@ goes before what costs few, and what the model needs to act goes last. In order,
 within each step unless said: error lines beyond the newest 10; requests beyond the newest 3
 (each is long); error lines beyond the newest 3; requests beyond the newest; then paths only
 read and commands that ended well, the longest first (one long line costs the room of several
-short facts); then commands that failed beyond the newest 10, the last error lines, the last
-failed commands. Never cut: paths created, modified or
+short facts); then commands that failed beyond the newest 10, error lines but the newest,
+the last failed commands, the newest error line. Never cut: paths created, modified or
 deleted, the todo list, the failing tests and the newest request. Each section with entries
 left out names the searches that find them (``search_history "pytest" · "ruff check"``).
 """
@@ -32,8 +32,8 @@ from agentloop._core.tool_facts import ToolFacts
 __all__ = ["ledger_budget", "ledger_text", "within"]
 
 _MIN_ROOM = 120
-"""The characters a section's searches may take at least (else: half a character per token of
-the ledger's budget, an eighth of it or so)."""
+"""The characters a section's searches may take at least (else: three quarters of a character
+per token of the ledger's budget, a fifth of it or so)."""
 _WORD = re.compile(r"[A-Za-z0-9]+")  # words as the search splits them
 _LAUNCHERS = frozenset({"env", "sudo", "time", "nice", "exec"})
 _STOP_HINT = frozenset({"src", "tests", "test", "py", "the", "and", "dev", "null"})
@@ -184,7 +184,7 @@ def _searches(section: str, labels: Sequence[str], earlier: str, room: int) -> s
 def within(ledger: Ledger, budget_tokens: int, count: Callable[[str], int] = _tokens) -> Ledger:
     """``ledger`` cut to ``budget_tokens`` by the module's rule; what is cut is counted in the
     ledger ("… N older left out: search_history ...") and stays searchable."""
-    cuts = _Cuts(ledger, room=max(_MIN_ROOM, budget_tokens // 2))
+    cuts = _Cuts(ledger, room=max(_MIN_ROOM, budget_tokens * 3 // 4))
     steps: tuple[Callable[[], bool], ...] = (
         lambda: cuts.errors(10),
         lambda: cuts.requests(3),
@@ -192,8 +192,9 @@ def within(ledger: Ledger, budget_tokens: int, count: Callable[[str], int] = _to
         lambda: cuts.requests(1),
         cuts.cheap,
         lambda: cuts.failed(10),
-        lambda: cuts.errors(0),
+        lambda: cuts.errors(1),
         lambda: cuts.failed(0),
+        lambda: cuts.errors(0),
     )
     for step in steps:
         while count(render(cuts.with_hints())) > budget_tokens:
