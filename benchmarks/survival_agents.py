@@ -1,7 +1,7 @@
 """What survives a compaction in sessions of other agents' tools (issue 33, point 4).
 
     python benchmarks/bench_survival.py --agents [--size 320] [--seeds 0]
-        [--windows 200000 60000 16000]  # noqa: E501
+        [--windows 200000 60000 16000]
 
 The corpus (``tests/transcripts/other_agents.py``) writes the same work in the shapes of Claude
 Code, pi, OpenHands and Codex. Each session is compacted 5 times in succession through the

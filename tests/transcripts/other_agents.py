@@ -107,6 +107,8 @@ class Writer:
 
     shape: Shape
     root = "/home/dev/shop"
+    parallel = True
+    """Whether the agent sends several calls in one message (reads, searches)."""
     system = ""
     tools: ClassVar[list[dict[str, Any]]] = []
 
@@ -291,6 +293,7 @@ class Pi(Writer):
 class OpenHands(Writer):
     shape = "openhands"
     root = "/workspace/shop"
+    parallel = False
     system = (
         "You are OpenHands agent, a helpful AI assistant that can interact with a computer to "
         "solve tasks. The repository is at /workspace/shop. Use task_tracker to plan."
@@ -469,24 +472,52 @@ WRITERS: dict[Shape, type[Writer]] = {
 }
 
 
+def _batches(writer: Writer, steps: list[Step]) -> Iterator[Ask | Say | list[Step]]:
+    """Asks and replies as they are; tool steps in batches: a read (or search) followed by
+    reads goes out as parallel calls in one message where the agent makes them."""
+    batch: list[Step] = []
+    for step in steps:
+        if isinstance(step, Ask | Say):
+            if batch:
+                yield batch
+                batch = []
+            yield step
+        elif batch and writer.parallel and isinstance(step, Read):
+            if isinstance(batch[-1], Read | Grep):
+                batch.append(step)
+            else:
+                yield batch
+                batch = [step]
+        else:
+            if batch:
+                yield batch
+            batch = [step]
+    if batch:
+        yield batch
+
+
 def _render(writer: Writer, steps: list[Step]) -> Iterator[tuple[str, Block | Happened]]:
     """The blocks in order, each with its role (and what each answered call did)."""
     count = 0
-    for step in steps:
-        if isinstance(step, Ask):
-            yield "user", {"type": "text", "text": step.text}
-        elif isinstance(step, Say):
-            yield "assistant", {"type": "text", "text": step.text}
-        else:
-            call = writer.call(step)
-            if call is None:
-                continue
+    for item in _batches(writer, steps):
+        if isinstance(item, Ask):
+            yield "user", {"type": "text", "text": item.text}
+            continue
+        if isinstance(item, Say):
+            yield "assistant", {"type": "text", "text": item.text}
+            continue
+        calls = [(c, "") for c in map(writer.call, item) if c is not None]
+        if not calls:
+            continue
+        if writer.rng.random() < 0.25:
+            yield "assistant", {"type": "text", "text": f"Next: {calls[0][0].name}."}
+        for n, (call, _) in enumerate(calls):
             count += 1
             use_id = f"toolu_{writer.shape[:2]}{writer.rng.randrange(16**6):06x}{count:04d}"
-            if writer.rng.random() < 0.25:
-                yield "assistant", {"type": "text", "text": f"Next: {call.name}."}
+            calls[n] = (call, use_id)
             yield "assistant", {"type": "tool_use", "id": use_id, "name": call.name,
                                 "input": call.input}  # fmt: skip
+        for call, use_id in calls:
             result: Block = {"type": "tool_result", "tool_use_id": use_id, "content": call.result}
             if call.is_error:
                 result["is_error"] = True
