@@ -169,12 +169,6 @@ def test_the_targets_hold_at_windows_of_40k_and_more_after_5_successive_compacti
     assert survival_agents.table(rows).startswith("| agent shape | window |")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 33: search_history shows one excerpt per message, so of two calls sent "
-    "together (Codex: cat src/shop/x.py beside cat tests/test_x.py) the one the named search "
-    "'cat x' does not center on stays hidden",
-)
 def test_at_16k_every_cut_fact_is_found_by_the_search_the_ledger_names() -> None:
     rows = survival_agents.measure(seeds=(1,), size=200, windows=(16_000,))
     assert all(row.compactions == 5 for row in rows)

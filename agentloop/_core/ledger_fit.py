@@ -36,7 +36,7 @@ _MIN_ROOM = 120
 per token of the ledger's budget, a fifth of it or so)."""
 _WORD = re.compile(r"[A-Za-z0-9]+")  # words as the search splits them
 _LAUNCHERS = frozenset({"env", "sudo", "time", "nice", "exec"})
-_STOP_HINT = frozenset({"src", "tests", "test", "py", "the", "and", "dev", "null"})
+_STOP_HINT = frozenset({"src", "py", "the", "and", "dev", "null"})
 
 
 def ledger_budget(context_window: int) -> int:
