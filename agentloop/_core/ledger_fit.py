@@ -31,6 +31,9 @@ from agentloop._core.tool_facts import ToolFacts
 
 __all__ = ["ledger_budget", "ledger_text", "within"]
 
+_SHARE = {"Commands": 2, "Files": 1}
+"""How the searches' room is shared, in thirds: the commands and paths cut are each found by
+their own search; the other sections name one."""
 _MIN_ROOM = 120
 """The characters a section's searches may take at least (else: three quarters of a character
 per token of the ledger's budget, a fifth of it or so)."""
@@ -124,7 +127,8 @@ class _Cuts:
             return self.ledger
         hints = dict(self.ledger.hints)
         for section, labels in self.cut.items():
-            hints[section] = _searches(section, labels, hints.get(section, ""), self.room)
+            room = self.room * _SHARE.get(section, 0) // 3  # the others: their newest search
+            hints[section] = _searches(section, labels, hints.get(section, ""), room)
         return replace(self.ledger, hints=hints)
 
 
