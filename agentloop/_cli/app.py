@@ -72,6 +72,8 @@ class AgentOptions:
     prepare_summaries: bool = True
     effort: str | None = None
     """``--effort``: low, medium, high, xhigh or max (None: the model's default)."""
+    model_given: bool = True
+    """``model_name`` was chosen for this run; else ``-c``/``-r`` continue on the session's."""
     """Prepare summaries in the background (``AGENTLOOP_PREPARE_SUMMARIES``; never with -p)."""
     """Another model for summaries (``--compaction-model``); None: the conversation's."""
 
@@ -217,7 +219,7 @@ def _run(
     from agentloop._adapters.windows import ContextWindowResolver
     from agentloop._cli.resume import orientation, resolve_start
     from agentloop._cli.ui import indicator
-    from agentloop._cli.window_check import check_window, remember_window, remembered_window
+    from agentloop._cli.window_check import check_window, remembered_window, session_choices
     from agentloop._sessions import default_store_path
 
     workspace = (options.workspace or Path.cwd()).resolve()
@@ -238,6 +240,9 @@ def _run(
             print(f"Continuing in a new branch: session {fork[:8]}", file=sys.stderr)
     if start.session_id is not None:
         lease.check(start.session_id)
+    ran_on = None if start.session_id is None else store.get_session(start.session_id).model
+    if ran_on and not options.model_given:
+        options = replace(options, model_name=ran_on)
     resolver = ContextWindowResolver(
         fetch=fetch, cache_path=default_store_path().parent / "models.json"
     )
@@ -252,6 +257,7 @@ def _run(
     agent = _build_agent(options, model, store, workspace, limits, start, stdin, ui)
     agent.effort = options.effort
     check_window(agent, limits)
+    choices = session_choices(store, agent, window)
     lease.attach(agent)
     if start.session_id is not None:
         lease.acquire(start.session_id)
@@ -263,6 +269,9 @@ def _run(
 
         for line in orientation(store, start, agent.messages, here=workspace, context_line=context):
             print(shown(line, sys.stderr), file=sys.stderr)
+        if ran_on and ran_on != agent.model_name:
+            note = f"Model: {agent.model_name} (-m) for the next turns; the session ran on {ran_on}"
+            print(shown(note, sys.stderr), file=sys.stderr)
         if agent.instructions_notice is not None:
             print(shown(agent.instructions_notice, sys.stderr), file=sys.stderr)
 
@@ -277,12 +286,12 @@ def _run(
             assert first is not None
             code = run_print(agent, ui, first, output_format=options.output_format, kept=kept)
         else:
-            code = _interactive(options, agent, ui, stdin, first, kept, lease)
+            code = _interactive(options, agent, ui, stdin, first, kept, lease, choices.sync)
     finally:
         agent.close()  # nothing left running in the background (what it prepared: counted)
         _forget_if_empty(agent, store, start, kept, lease)
-        if options.context_window is not None and kept() and not agent.unsaved:
-            remember_window(store, agent.session_id, options.context_window)
+        if kept():
+            choices.sync()
     if code and options.print_mode and kept() and not agent.unsaved:
         sid = agent.session_id[:8]
         print(
@@ -403,6 +412,7 @@ def _interactive(
     first: str | None,
     kept: Callable[[], bool],
     lease: SessionLeaseKeeper,
+    keep_choices: Callable[[], None] = lambda: None,
 ) -> int:
     from agentloop._cli.editor import PipeReader, Reader
     from agentloop._cli.repl import Repl
@@ -456,7 +466,12 @@ def _interactive(
             stop_when_unsaved=True,
         )
         repl.show_context = options.echo_input
-    repl.after_turn = lambda: lease.follow(agent.session_id if agent.saved else None)
+
+    def after_turn() -> None:
+        lease.follow(agent.session_id if agent.saved else None)
+        keep_choices()  # /model, /clear, /undo-compaction: the session now in use
+
+    repl.after_turn = after_turn
     if tty:
         from agentloop._cli.startup import prewarm
 

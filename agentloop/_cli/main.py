@@ -291,6 +291,7 @@ def agent_options(args: argparse.Namespace) -> AgentOptions:
         or None,
         prepare_summaries=_prepare_setting(os.environ.get("AGENTLOOP_PREPARE_SUMMARIES")),
         effort=args.effort,
+        model_given=args.model is not None,
     )
 
 

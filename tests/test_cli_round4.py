@@ -1,0 +1,91 @@
+"""Issue 38, the terminal's fourth round, through the real CLI against the test server: what the
+user chose is kept in every session (1, 2), every billed request counted once (4), a model the
+API does not know refused at start-up (6), options never taken as instructions (8), a resume
+where AGENTS.md is absent (9), the figures (10) and a window above the model's (11)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fake_api import ReplySpec, text_reply
+from support.cli import CLI, conversation_lines
+from support.loop_scripts import filler
+
+SMALL = ("--context-window", "16000", "--compaction-threshold", "0.6")
+HAIKU = ("-m", "claude-haiku-4-5")
+"""A current model the test server does not compact on demand: the summaries are agentloop's."""
+
+
+def _sessions(cli: CLI) -> list[tuple[str, str, object, str | None]]:
+    """Every session, newest first: id, model, the window kept, parent."""
+    with cli.store() as store:
+        return [
+            (s.id, s.model, s.metadata.get("context_window"), s.parent_id)
+            for s in store.list_sessions(limit=None)
+        ]
+
+
+# -- 1. --context-window is kept in every session, written when the session exists ------------
+
+
+def test_the_window_is_written_into_every_session_as_soon_as_it_exists(cli: CLI) -> None:
+    script = cli.script
+    written: list[object] = []
+
+    def handler(body: dict[str, Any]) -> ReplySpec:
+        if len(script.conversation) == 1 and not written:
+            # The second request, the process still running (a crash would lose nothing).
+            written.extend(window for _, _, window, _ in _sessions(cli))
+        return script(body)
+
+    cli.fake_api.handler = handler
+    for n in range(17):
+        script.add(text_reply(filler(f"answer {n}", 250)))
+    script.add(text_reply("after clear"))
+    lines = conversation_lines(17, 250)
+    run = cli.run(*HAIKU, *SMALL, stdin="\n".join([*lines, "/clear", "a fresh question"]))
+    assert run.code == 0, run.err
+    assert run.notices, run.err  # it compacted: the children are sessions too
+    assert written == [16_000]
+    sessions = _sessions(cli)
+    assert len(sessions) >= 3
+    assert {window for _, _, window, _ in sessions} == {16_000}
+
+    # -r of the conversation left with /clear, and -c (the fresh one): the window is kept.
+    left = next(s for s in sessions[::-1] if s[3] is None)  # the oldest root: before /clear
+    assert sum(1 for s in sessions if s[3] is None) == 2
+    for args in (("-r", left[0][:8]), ("-c",)):
+        shown = cli.run(*args, stdin="/context\n")
+        assert shown.code == 0, shown.err
+        assert "Window: 16,000 tokens (source: session)" in shown.err, shown.err
+
+
+# -- 2. /model is kept; the store records the model each session ran on -----------------------
+
+
+def test_model_switch_is_stored_and_continue_resumes_on_it(cli: CLI) -> None:
+    lines = conversation_lines(17, 250)
+    for n in range(18):
+        cli.script.add(text_reply(filler(f"answer {n}", 250)))
+    run = cli.run(*HAIKU, *SMALL, stdin="\n".join(["hello", "/model claude-opus-4-6", *lines]))
+    assert run.code == 0, run.err
+    assert run.notices, run.err
+    with cli.store() as store:
+        head = store.list_sessions(limit=1)[0]
+        children = [s for s in store.list_sessions(limit=None) if s.parent_id is not None]
+    assert head.model == "claude-opus-4-6"
+    assert children and {s.model for s in children} == {"claude-opus-4-6"}
+
+    cli.script.add(text_reply("continued"))
+    continued = cli.run("-c", stdin="which model\n")
+    assert continued.code == 0, continued.err
+    assert cli.script.conversation[-1]["model"] == "claude-opus-4-6"
+
+    # -m chosen on resume: used, and said against the model the session ran on.
+    cli.script.add(text_reply("on haiku"))
+    chosen = cli.run(*HAIKU, "-c", stdin="again\n")
+    assert chosen.code == 0, chosen.err
+    assert cli.script.conversation[-1]["model"] == "claude-haiku-4-5"
+    assert "the session ran on claude-opus-4-6" in chosen.err
+    with cli.store() as store:
+        assert store.list_sessions(limit=1)[0].model == "claude-haiku-4-5"
