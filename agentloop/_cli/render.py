@@ -152,6 +152,12 @@ def fit(line: str, width: int | None) -> str:
     return cut_cells(line, max(width, 1))
 
 
+def styled() -> bool:
+    """Whether colors and other text attributes may be drawn: not when ``NO_COLOR`` is set to
+    anything but the empty string (https://no-color.org)."""
+    return not os.environ.get("NO_COLOR")
+
+
 def terminal_width(out: TextIO) -> int | None:
     # Only a person at a terminal wants lines cut to fit; pipes get everything.
     if not out.isatty():

@@ -114,8 +114,11 @@ def search_command(
         found = words.search(excerpt)
         if cells(excerpt) > 2 * room:
             excerpt = _around(excerpt, found.start() if found else 0, 2 * room - 2)
+        bold = render.styled()
         for shown in wrap_cells(excerpt, room)[:2]:
-            out.write(_INDENT + words.sub(lambda m: f"{_BOLD}{m.group(0)}{_PLAIN}", shown) + "\n")
+            if bold:
+                shown = words.sub(lambda m: f"{_BOLD}{m.group(0)}{_PLAIN}", shown)
+            out.write(_INDENT + shown + "\n")
 
 
 def _around(text: str, at: int, width: int) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, TextIO
 
-from agentloop._cli.render import home_short
+from agentloop._cli.render import home_short, styled
 from agentloop._cli.spinner import Spinner
 from agentloop._core.figures import percent_figure, plural, token_figure
 from agentloop._loop.agent_loop import LoopEvents
@@ -85,6 +85,8 @@ class TerminalUI(LoopEvents):
         self.out = out
         self.err = err
         self.tty = tty
+        self.styled = tty and styled()
+        """Colors and dim text (a terminal, and no ``NO_COLOR``)."""
         self.stream = stream
         self.spinner = Spinner(err, enabled=tty)
         self.markdown: MarkdownStream | None = None
@@ -177,7 +179,7 @@ class TerminalUI(LoopEvents):
             first = result.content.strip().splitlines()[0] if result.content.strip() else "error"
             self._say(f"    ✗ {first[:160]}")
         elif diff := getattr(result, "diff", ""):  # write_file, edit_file: what changed
-            self._say(change_lines(str(diff), color=self.tty))
+            self._say(change_lines(str(diff), color=self.styled))
         # The next model call starts now.
         self.spinner.start(THINKING)
 
@@ -219,7 +221,7 @@ class TerminalUI(LoopEvents):
         self.spinner.stop()
         self._end_line()
         for line in lines:
-            self.err.write(f"{_DIM}{line}{_PLAIN}\n" if self.tty else line + "\n")
+            self.err.write(f"{_DIM}{line}{_PLAIN}\n" if self.styled else line + "\n")
         self.err.flush()
 
     def _end_line(self) -> None:
