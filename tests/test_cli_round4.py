@@ -89,3 +89,33 @@ def test_model_switch_is_stored_and_continue_resumes_on_it(cli: CLI) -> None:
     assert "the session ran on claude-opus-4-6" in chosen.err
     with cli.store() as store:
         assert store.list_sessions(limit=1)[0].model == "claude-haiku-4-5"
+
+
+# -- 4. /cost counts every billed request once, under what it was for --------------------------
+
+
+def test_cost_counts_reviewed_discarded_and_undone_summaries_once_each(cli: CLI) -> None:
+    from support.loop_scripts import is_summary_request
+
+    for n in range(6):
+        cli.script.add(text_reply(filler(f"answer {n}", 200)))
+    lines = [filler(f"request {n}", 200) for n in range(6)]
+    commands = [
+        *("/compact --review", "r", "keep the tests", "q"),  # two summaries, neither applied
+        *("/compact --review", "a"),  # applied: a child
+        "/undo-compaction",  # that child is now another branch
+        "/compact",  # applied on this branch
+        "/cost",
+    ]
+    run = cli.run(*HAIKU, "--context-window", "60000", stdin="\n".join([*lines, *commands]))
+    assert run.code == 0, run.err
+    bills = list(cli.fake_api.bills)
+    summaries = [b for b in bills if is_summary_request(b.body)]
+    assert len(summaries) == 4
+    whole = run.err[run.err.index("The whole conversation") :]
+    assert f"{len(bills) - 4} requests, 4 summary requests):" in whole, whole
+    assert "4 sessions across compactions, 1 of them on other branches" in whole
+    assert (
+        "summary requests: 1 for compactions applied; 2 discarded (a review redone or aborted, "
+        "a summary prepared ahead gone stale); 1 on other branches (a compaction undone, a fork)"
+    ) in " ".join(whole.split())

@@ -334,8 +334,14 @@ class CodingAgent:
         return self.compacter.fixed_tokens(self.loop.system, self.loop.tool_definitions)
 
     def close(self) -> None:
-        """Stop what runs in the background (a summary being prepared); counted, not lost."""
+        """Stop what runs in the background (a summary being prepared); counted, not lost: a
+        summary prepared and never applied is billed to the session (``/cost``)."""
+        from agentloop._sessions import SessionError
+
         self.loop.close()
+        self.compacter.preparation.discard("the session ended before it was used")
+        with contextlib.suppress(SessionError):  # the bill is kept where the store takes it
+            self._bill_discarded()
 
     def cost(
         self, prices: Mapping[str, Price] | None = None
@@ -539,3 +545,16 @@ class CodingAgent:
         if calibration is not None:
             metadata["calibration"] = calibration.to_dict()
         self.store.update_session(self.loop.session_id, metadata=metadata)
+        self._bill_discarded()
+
+    def _bill_discarded(self) -> None:
+        """Summary requests whose summary was discarded (a review redone or aborted, a prepared
+        one gone stale) are billed to the session they were made in, once, when discarded."""
+        if not self.loop.saved or self.loop.unsaved:
+            return
+        usage, calls = self.compacter.preparation.take_discarded()
+        if calls:
+            from agentloop._adapters.session_costs import record_discarded
+
+            model = self.compacter.settings.summary_model or self.loop.model_name
+            record_discarded(self.store, self.loop.session_id, usage, calls, model)

@@ -343,6 +343,8 @@ def _preparation_lines(status: CompactionStatus) -> list[str]:
         counts.append(f"{done.cancelled} cancelled")
     if done.fallbacks:
         counts.append(f"{done.fallbacks} summarized at the trigger instead")
+    if done.not_applied:
+        counts.append(f"{done.not_applied} written for a review and not applied")
     lines = [line, f"  this run: {', '.join(counts)}"]
     if done.discarded_calls:
         usage = done.discarded_usage
