@@ -7,9 +7,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from fake_api import ReplySpec, text_reply
+import pytest
+from fake_api import ModelSpec, ReplySpec, text_reply
 from support.cli import CLI, conversation_lines
 from support.loop_scripts import filler
+
+from agentloop._sessions import default_store_path
 
 SMALL = ("--context-window", "16000", "--compaction-threshold", "0.6")
 HAIKU = ("-m", "claude-haiku-4-5")
@@ -119,3 +122,75 @@ def test_cost_counts_reviewed_discarded_and_undone_summaries_once_each(cli: CLI)
         "summary requests: 1 for compactions applied; 2 discarded (a review redone or aborted, "
         "a summary prepared ahead gone stale); 1 on other branches (a compaction undone, a fork)"
     ) in " ".join(whole.split())
+
+
+# -- 5. a deprecated model is said once, with its date ------------------------------------------
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # the SDK's own, on each request
+def test_a_model_the_sdk_marks_deprecated_is_said_once_with_its_date(cli: CLI) -> None:
+    cli.fake_api.models["claude-sonnet-4-5"] = ModelSpec("claude-sonnet-4-5", 200_000, 64_000)
+    cli.script.add(text_reply("one"), text_reply("two"))
+    run = cli.run("-m", "claude-sonnet-4-5", stdin="first\nsecond\n")
+    assert run.code == 0, run.err
+    said = [line for line in run.err.splitlines() if "deprecated" in line]
+    assert said == [
+        "agentloop: warning: claude-sonnet-4-5 is deprecated: its end of life is November 30th, "
+        "2026 (a current model: -m, or /model in a session)"
+    ]
+    current = cli.run("-m", "claude-haiku-4-5", stdin="third\n")
+    assert "deprecated" not in current.err
+
+
+# -- 6. an unknown model refused at start-up; a blank one refused -------------------------------
+
+
+def test_a_model_the_api_does_not_know_is_refused_before_the_first_message(cli: CLI) -> None:
+    run = cli.run("-m", "claude-nonesuch-9", stdin="hello\n")
+    assert run.code == 2
+    assert run.err.strip().splitlines() == [
+        "agentloop: error: the Models API does not know the model 'claude-nonesuch-9' (404): "
+        "choose another with -m (default claude-sonnet-5-5)"
+    ]
+    assert cli.fake_api.message_requests == []  # found out before anything was sent
+    with cli.store() as store:
+        assert store.list_sessions() == []
+
+
+@pytest.mark.parametrize("name", [" ", ""])
+def test_a_blank_model_name_is_refused(cli: CLI, name: str) -> None:
+    run = cli.run("-m", name, "-p", "hello")
+    assert run.code == 2
+    assert run.err.strip() == (
+        f"agentloop: error: argument -m/--model: needs a model name, not {name!r}"
+    )
+    assert cli.fake_api.message_requests == []
+
+
+def test_resuming_a_session_whose_model_the_api_no_longer_knows_says_why_not(cli: CLI) -> None:
+    cli.fake_api.models["claude-old-4"] = ModelSpec("claude-old-4", 200_000, 64_000)
+    cli.script.add(text_reply("on the old one"), text_reply("on the default"))
+    assert cli.run("-m", "claude-old-4", "-p", "hello").code == 0
+    del cli.fake_api.models["claude-old-4"]  # retired since (and the week's cache is over)
+    (default_store_path().parent / "models.json").unlink()
+
+    run = cli.run("-c", "-p", "still there?")
+    assert run.code == 0, run.err
+    assert (
+        "agentloop: warning: the Models API does not know the model 'claude-old-4' (404): the "
+        "session ran on it; continuing on claude-sonnet-5-5"
+    ) in " ".join(run.err.split())
+    assert cli.script.conversation[-1]["model"] == "claude-sonnet-5-5"
+
+
+# -- 11. a window above the model's ------------------------------------------------------------
+
+
+def test_a_window_above_the_models_own_is_refused(cli: CLI) -> None:
+    run = cli.run(*HAIKU, "--context-window", "99999999999", "-p", "hello")
+    assert run.code == 2
+    assert run.err.strip() == (
+        "agentloop: error: --context-window of 99,999,999,999 tokens is above claude-haiku-4-5's "
+        "own 200,000-token window (models api): the API would refuse what does not fit"
+    )
+    assert cli.fake_api.message_requests == []

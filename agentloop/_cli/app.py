@@ -246,14 +246,40 @@ def _run(
     resolver = ContextWindowResolver(
         fetch=fetch, cache_path=default_store_path().parent / "models.json"
     )
+    from agentloop._cli.model_check import deprecation, unknown_model, window_above_model
+    from agentloop._cli.ui import shown
+
+    warnings: list[str] = []
+    own = resolver.resolve(options.model_name)  # the model's own limits, whatever the override
+    if fetch is not None and own.source not in ("cache", "models_api"):
+        unknown = unknown_model(fetch, options.model_name)  # the lookup the resolver made
+        if unknown is not None and not options.model_given and ran_on == options.model_name:
+            warnings.append(f"{unknown}: the session ran on it; continuing on {DEFAULT_MODEL}")
+            options = replace(options, model_name=DEFAULT_MODEL)
+            own = resolver.resolve(options.model_name)
+        elif unknown is not None:
+            raise ConfigurationError(f"{unknown}: choose another with -m (default {DEFAULT_MODEL})")
     window = options.context_window
     if window is None and start.session_id is not None:
         window = remembered_window(store, start.session_id)
-    limits = resolver.resolve(options.model_name, window)
+    above = (
+        None
+        if window is None
+        else window_above_model(
+            window, own, options.model_name, given=options.context_window is not None
+        )
+    )
+    if above is not None and options.context_window is not None:
+        raise ConfigurationError(above)
+    if above is not None:
+        warnings.append(f"{above}; the model's window is used")
+        window = None
+    limits = own if window is None else resolver.resolve(options.model_name, window)
     if window is not None and options.context_window is None:
         limits = replace(limits, source="session")
-    if limits.warning:
-        print(f"agentloop: warning: {limits.warning}", file=sys.stderr)
+    warnings += [w for w in (limits.warning, deprecation(options.model_name)) if w]
+    for warning in warnings:
+        print(shown(f"agentloop: warning: {warning}", sys.stderr), file=sys.stderr)
     agent = _build_agent(options, model, store, workspace, limits, start, stdin, ui)
     agent.effort = options.effort
     check_window(agent, limits)
@@ -265,7 +291,6 @@ def _run(
     enabled = agent.compaction_status().enabled
     if start.session_id is not None and options.output_format == "text":
         context = indicator(agent.context(), enabled=enabled)
-        from agentloop._cli.ui import shown
 
         for line in orientation(store, start, agent.messages, here=workspace, context_line=context):
             print(shown(line, sys.stderr), file=sys.stderr)

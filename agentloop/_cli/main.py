@@ -175,7 +175,11 @@ def add_agent_options(parser: argparse.ArgumentParser) -> None:
         help="with --resume/--continue: continue in a new branch, leaving the session as it is",
     )
     parser.add_argument(
-        "-m", "--model", default=None, help=f"Claude model (default {DEFAULT_MODEL})"
+        "-m",
+        "--model",
+        type=_model_name,
+        default=None,
+        help=f"Claude model (default {DEFAULT_MODEL}; -c/-r: the session's)",
     )
     parser.add_argument(
         "--store",
@@ -228,6 +232,12 @@ def _threshold(text: str) -> float:
         return validate_threshold(text)
     except ConfigurationError as error:
         raise argparse.ArgumentTypeError(str(error).split(" (got")[0]) from None
+
+
+def _model_name(text: str) -> str:
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"needs a model name, not {text!r}")
+    return text.strip()
 
 
 def _window(text: str) -> int:

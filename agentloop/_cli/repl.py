@@ -360,6 +360,11 @@ def _model(agent: CodingAgent, rest: str) -> None:
         return
     agent.switch_model(name)
     _tell(f"Model: {name} for the next turns (was {current}); {CACHE_AND_THINKING}")
+    from agentloop._cli.model_check import deprecation
+
+    notice = deprecation(name)
+    if notice is not None:
+        _tell(f"agentloop: warning: {notice}")
 
 
 _HANDLERS: dict[str, Callable[[CodingAgent, str], None]] = {
