@@ -5,6 +5,7 @@ where AGENTS.md is absent (9), the figures (10) and a window above the model's (
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -194,3 +195,41 @@ def test_a_window_above_the_models_own_is_refused(cli: CLI) -> None:
         "own 200,000-token window (models api): the API would refuse what does not fit"
     )
     assert cli.fake_api.message_requests == []
+
+
+# -- 8. an option is never taken as instructions ------------------------------------------------
+
+
+def test_an_unknown_option_of_compact_is_refused_wherever_it_stands(cli: CLI) -> None:
+    cli.script.add(*(text_reply(filler(f"answer {n}", 100)) for n in range(4)))
+    lines = [filler(f"request {n}", 100) for n in range(4)]
+    commands = ["/compact --dry-run --foo", "/compact keep tests --bar", "/compact --review --baz"]
+    run = cli.run(*HAIKU, stdin="\n".join([*lines, *commands]))
+    assert run.code == 0, run.err
+    usage = "(usage: /compact [--dry-run | --review] [instructions])"
+    for option in ("--foo", "--bar", "--baz"):
+        assert f"unknown option {option} {usage}" in " ".join(run.err.split())
+    assert "Compaction preview" not in run.err and "instructions:" not in run.err
+    assert not run.notices and cli.script.summaries == []
+
+
+# -- 9. resumed where the instruction file is not -----------------------------------------------
+
+
+def test_resuming_where_agents_md_is_absent_says_it_is_not_here(cli: CLI, tmp_path: Path) -> None:
+    (cli.workspace / "AGENTS.md").write_text("Always run the tests with -q.\n")
+    cli.script.add(text_reply("noted"), text_reply("still here"))
+    assert cli.run("-p", "hello").code == 0
+    with cli.store() as store:
+        sid = store.list_sessions(limit=1)[0].id
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+
+    run = cli.run("-r", sid[:8], stdin="go on\n", cwd=elsewhere)
+    assert run.code == 0, run.err
+    said = " ".join(run.err.split())
+    assert (
+        f"AGENTS.md is not in {elsewhere.resolve()}: its instructions no longer apply (the model "
+        "is told so)"
+    ) in said
+    assert "changed since this session started" not in said

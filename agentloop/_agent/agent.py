@@ -25,7 +25,7 @@ from agentloop._agent.recent_files import (
 from agentloop._agent.session_prefix import (
     PREFIX_KEY,
     StoredPrefix,
-    changed_labels,
+    instructions_notice,
     instructions_seen,
     update_messages,
     update_text,
@@ -371,12 +371,9 @@ class CodingAgent:
         tell since the last one)."""
         if rendered == self._announced:
             return None
-        names = ", ".join(changed_labels(self._announced, rendered)) or "The instruction files"
+        notice = instructions_notice(self._announced, rendered, where=str(self.workspace))
         self._announced = rendered
-        return (
-            f"{names} changed since this session started: the new text was added to the "
-            "conversation"
-        )
+        return notice
 
     def _instructions_update(self) -> tuple[list[ContentBlock], list[Message]]:
         """The instruction files read again: what goes with the next user message when their

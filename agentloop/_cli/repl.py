@@ -246,6 +246,10 @@ def _compact(agent: CodingAgent, rest: str, dialog: Dialog | None = None) -> Non
     if DRY_RUN in words and REVIEW in words:
         _tell(f"--dry-run and --review do not go together (usage: {COMPACT_USAGE})")
         return
+    unknown = next((w for w in words if w.startswith("--") and w not in (DRY_RUN, REVIEW)), None)
+    if unknown is not None:  # wherever it stands: never sent as instructions
+        _tell(f"unknown option {unknown} (usage: {COMPACT_USAGE})")
+        return
     if REVIEW in words and dialog is not None:
         from agentloop._cli.compact_review import review_compaction
 
@@ -254,9 +258,6 @@ def _compact(agent: CodingAgent, rest: str, dialog: Dialog | None = None) -> Non
     if DRY_RUN in words:
         instructions = " ".join(w for w in words if w != DRY_RUN)
         _preview(agent, instructions)
-        return
-    if words and words[0].startswith("--"):
-        _tell(f"unknown option {words[0]} (usage: {COMPACT_USAGE})")
         return
     outcome = agent.compact(rest or None)
     # A compaction that was attempted already said why it was skipped (on_compaction_skipped);
