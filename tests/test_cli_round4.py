@@ -5,6 +5,7 @@ where AGENTS.md is absent (9), the figures (10) and a window above the model's (
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -233,3 +234,61 @@ def test_resuming_where_agents_md_is_absent_says_it_is_not_here(cli: CLI, tmp_pa
         "is told so)"
     ) in said
     assert "changed since this session started" not in said
+
+
+# -- 10. the figures ----------------------------------------------------------------------------
+
+
+def test_the_status_line_reads_the_trigger_only_when_it_compacts() -> None:
+    from agentloop._cli.ui import indicator
+    from agentloop._core.context import ContextUsage, decide
+
+    def line(tokens: int) -> tuple[str, bool]:
+        usage = ContextUsage(tokens=tokens, window=10_000, source="api")
+        decision = decide(
+            usage, threshold=0.85, max_output_tokens=100, message_count=10, safe_boundary=True
+        )
+        assert decision.trigger_tokens == 8_500
+        return indicator(decision, enabled=True), decision.compact
+
+    # 8,460 tokens is 85% rounded, yet under the trigger: it must not read "85% · at 85%".
+    assert line(8_460) == ("context 84% · compacts at 85%", False)
+    assert line(8_499) == ("context 84% · compacts at 85%", False)
+    assert line(8_500) == ("context 85% · compacts at 85%", True)
+    assert line(8_100) == ("context 81% · compacts at 85%", False)
+
+
+def test_trees_and_shows_name_the_apis_summary_and_count_the_path(cli: CLI) -> None:
+    lines = conversation_lines(17, 250)
+    for n in range(17):
+        cli.script.add(text_reply(filler(f"answer {n}", 250)))
+    run = cli.run(*SMALL, stdin="\n".join([*lines, "/undo-compaction", "/compact"]))
+    assert run.code == 0, run.err
+    with cli.store() as store:
+        head = store.list_sessions(limit=1)[0]
+        whole = store.get_compaction_record(head.id).compaction_count
+    tree = cli.run("sessions", "tree", head.id[:8])
+    assert "by api_summary" not in tree.out and "by the API's summary" in tree.out, tree.out
+    show = cli.run("sessions", "show", head.id[:8])
+    path = len(run.notices) - 1  # one was undone: another branch
+    assert whole == len(run.notices) > path
+    assert (
+        f"{path} compaction{'s' if path != 1 else ''} on the way to this session ({whole} in the "
+        "whole lineage)"
+    ) in show.out, show.out
+    export = cli.run("sessions", "export", head.id[:8], "--format", "markdown")
+    assert "server-side" not in export.out and "api_summary" not in export.out
+
+
+def test_context_marks_the_instruction_files_sizes_as_estimates(cli: CLI) -> None:
+    (cli.workspace / "AGENTS.md").write_text("Always run the tests with -q.\n")
+    run = cli.run(stdin="/context\n")
+    assert run.code == 0, run.err
+    assert re.search(r"Instructions: AGENTS\.md \(~\d+ tokens\)", run.err), run.err
+
+
+def test_a_receipt_of_one_fact_says_so_in_words() -> None:
+    from agentloop._core.receipt import Receipt
+
+    receipt = Receipt(facts={"paths": 1})
+    assert receipt.lines()[0].endswith("left nothing out of the context: its one fact")

@@ -421,7 +421,7 @@ class CodingAgent:
             listed = ", ".join(done.restored) if done.restored else "none"
             notes.append(
                 f"Files restored after the last compaction: {listed} "
-                f"({done.tokens:,} of {done.budget_tokens:,} tokens)"
+                f"(~{done.tokens:,} of {done.budget_tokens:,} tokens)"
             )
             if done.skipped:
                 left_out = ", ".join(f"{path} ({why})" for path, why in done.skipped)

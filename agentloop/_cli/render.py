@@ -192,7 +192,17 @@ def compaction_note(entry: CompactionEntry, metadata: Mapping[str, Any] | None =
     figures = compaction_figures(entry, metadata)
     if figures:
         note += f" {figures}"
-    return f"{note} by {entry.strategy}"
+    return f"{note} by {strategy_name(entry.strategy)}"
+
+
+STRATEGY_NAMES = {"api_summary": "the API's summary", "server": "server-side compaction"}
+"""Strategies as the user knows them: ``api_summary`` is a summary the API wrote (for
+``auto``/``summarize``), ``server`` the README's server-side compaction."""
+
+
+def strategy_name(strategy: str) -> str:
+    """How a stored compaction's strategy is shown (the ``--compaction-strategy`` names)."""
+    return STRATEGY_NAMES.get(strategy, strategy)
 
 
 def compaction_json(

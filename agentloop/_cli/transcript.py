@@ -76,7 +76,7 @@ def _made_by_text(entry: CompactionEntry, session: Session, parent: str) -> str:
     return (
         f"from {parent}: {entry.messages_before:,} → "
         f"{plural(entry.messages_after, 'message')}"
-        f"{' ' + figures if figures else ''} by {entry.strategy}"
+        f"{' ' + figures if figures else ''} by {render.strategy_name(entry.strategy)}"
     )
 
 
@@ -111,8 +111,12 @@ def show_command(store: SessionStore, out: TextIO, ref: str, *, as_json: bool = 
         fields.append(("Compacted", _made_by_text(made_by, session, made_by.parent_id[:8])))
     if record.compaction_count:
         last = render.when(record.last_compacted_at) if record.last_compacted_at else "-"
-        count = plural(record.compaction_count, "compaction")
-        fields.append(("Compaction", f"{count} in this lineage, last {last}"))
+        path = {session.id, *(a.id for a in store.ancestors(session.id))}
+        on_path = sum(1 for e in store.compaction_history(session.id) if e.child_id in path)
+        count = f"{plural(on_path, 'compaction')} on the way to this session"
+        if on_path != record.compaction_count:  # the others made branches (undone, forked)
+            count += f" ({record.compaction_count} in the whole lineage)"
+        fields.append(("Compaction", f"{count}, last {last}"))
     width = max(len(name) for name, _ in fields)
     for name, value in fields:
         out.write(f"{name.ljust(width)}  {value}\n")

@@ -275,6 +275,8 @@ def indicator(decision: CompactionDecision | None, *, enabled: bool) -> str:
     if not enabled:
         return f"context {shown} · automatic compaction off"
     trigger = f"{decision.trigger_tokens / window:.0%}"
+    at = decision.held_until if decision.held_until is not None else decision.trigger_tokens
+    shown = percent_figure(_below(decision.usage.tokens, at, window), decision.usage.source)
     if decision.held_until is None:
         return f"context {shown} · compacts at {trigger}"
     # The breaker holds: the threshold in force is where it waits, and the line says why.
@@ -282,6 +284,18 @@ def indicator(decision: CompactionDecision | None, *, enabled: bool) -> str:
     if held == trigger:  # too close to tell apart in percent
         held, trigger = f"{decision.held_until:,} tokens", f"{decision.trigger_tokens:,}"
     return f"context {shown} · compacts at {held} (raised from {trigger}: {decision.held_because})"
+
+
+def _below(tokens: int, at: int, window: int) -> float:
+    """``tokens`` as a share of ``window``, rounded so that it reads as the trigger (``at``)
+    only when it is there: below it, it never rounds up to the trigger's figure; past it, it
+    never rounds down under it."""
+    used, trigger = round(100 * tokens / window), round(100 * at / window)
+    if tokens < at and used >= trigger:
+        used = trigger - 1
+    elif tokens >= at and used < trigger:
+        used = trigger
+    return used / 100
 
 
 def context_report(agent: CodingAgent) -> str:

@@ -293,7 +293,7 @@ class Receipt:
         if not total:
             return ["Nothing was compacted."]
         if not self.left_out:
-            out = [f"The last compaction left nothing out of the context: all {total} facts"]
+            out = [f"The last compaction left nothing out of the context: {_all(total)}"]
         else:
             out = [
                 f"Left out of the context by the last compaction: {self.left_out} of {total} "
@@ -341,3 +341,7 @@ def receipt(parent: Sequence[Message], replaced: int, child: Sequence[Message]) 
         if not present(fact, context):
             missing.setdefault(fact.kind, []).append(fact)
     return Receipt(counts, {k: tuple(v) for k, v in missing.items()})
+
+
+def _all(total: int) -> str:
+    return "its one fact" if total == 1 else f"all {total} facts"
