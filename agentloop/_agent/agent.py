@@ -432,7 +432,8 @@ class CodingAgent:
         if not self.loop.saved:
             # Like other agents: the first request names the session in listings.
             # (From its start only: a huge message is not split whole into words.)
-            self.loop.title = " ".join(text[:1000].split())[:60]
+            words = " ".join(text[:1000].split())  # cut after a word, with …, as lists show
+            self.loop.title = words if len(words) <= 60 else words[:59].rsplit(" ", 1)[0] + "…"
         blocks, after = self._instructions_update()
         user_input: str | list[ContentBlock] = (
             [{"type": "text", "text": text}, *blocks] if blocks else text

@@ -360,7 +360,8 @@ def _draw(
                 following = parts[index + 1] if index + 1 < len(parts) else ""
                 if room - cells(following) - 2 >= 16:  # the model beside it, if it can be
                     room -= cells(following) + 2
-                part = cut_words(part, room)  # a title: cut at a word, never the figures
+                # A title: cut at a word, with … and its closing quote; never the figures.
+                part = f'"{cut_words(part[1:-1], room - 2)}"' if cells(part) > room else part
             if room is None or cells(part) <= room:
                 line = f"{line}  {part}"
                 continue

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, NamedTuple, TextIO
 
-from agentloop._cli.cells import cells, cut_cells, pad
+from agentloop._cli.cells import cells, cut_cells, cut_words, pad
 from agentloop._core.figures import plural, recorded_sources, token_figure
 
 if TYPE_CHECKING:
@@ -140,7 +140,10 @@ def fit_table(
         shown = []
         for i in active:
             column = columns[i]
-            cell = cut(row[i], widths[i], keep_end=column.keep_end)
+            if column.flex and not column.keep_end:  # text (a title): cut after a word, with …
+                cell = cut_words(row[i], widths[i])
+            else:
+                cell = cut(row[i], widths[i], keep_end=column.keep_end)
             shown.append(pad(cell, widths[i], right=column.right))
         lines.append(fit("  ".join(shown).rstrip(), width))
     return lines

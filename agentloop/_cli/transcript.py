@@ -117,16 +117,20 @@ def show_command(store: SessionStore, out: TextIO, ref: str, *, as_json: bool = 
         if on_path != record.compaction_count:  # the others made branches (undone, forked)
             count += f" ({record.compaction_count} in the whole lineage)"
         fields.append(("Compaction", f"{count}, last {last}"))
-    width = max(len(name) for name, _ in fields)
-    for name, value in fields:
-        out.write(f"{name.ljust(width)}  {value}\n")
+    from agentloop._cli.cells import fit, two_columns
     from agentloop._cli.cost_report import cost_text
 
-    out.write(cost_text(*_costs(store, session), session.id) + "\n")
+    columns = render.terminal_width(out)  # a terminal: wrapped at words to its width
+
+    def put(text: str) -> None:
+        out.write(fit(text, columns) + "\n")
+
+    out.write("".join(line + "\n" for line in two_columns(fields, columns, indent=0)))
+    put(cost_text(*_costs(store, session), session.id))
     left = _receipt(store, session)
     if left is not None:
-        out.write("\n".join(left.lines()) + "\n")
+        put("\n".join(left.lines()))
     for message in store.get_messages(session.id):
-        out.write("\n" + markup.message_heading(message) + "\n")
+        put("\n" + markup.message_heading(message))
         for block in message.content:
-            out.write(markup.indent(markup.render_block(block, limit=True)) + "\n")
+            put(markup.indent(markup.render_block(block, limit=True)))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, TextIO
 
-from agentloop._cli.render import home_short, styled
+from agentloop._cli.render import home_short, styled, terminal_width
 from agentloop._cli.spinner import Spinner
 from agentloop._core.figures import percent_figure, plural, token_figure
 from agentloop._loop.agent_loop import LoopEvents
@@ -179,7 +179,7 @@ class TerminalUI(LoopEvents):
             first = result.content.strip().splitlines()[0] if result.content.strip() else "error"
             self._say(f"    ✗ {first[:160]}")
         elif diff := getattr(result, "diff", ""):  # write_file, edit_file: what changed
-            self._say(change_lines(str(diff), color=self.styled))
+            self._say(change_lines(str(diff), color=self.styled, width=terminal_width(self.err)))
         # The next model call starts now.
         self.spinner.start(THINKING)
 
@@ -253,12 +253,17 @@ def thinking_lines(text: str) -> list[str]:
     return shown
 
 
-def change_lines(diff: str, *, color: bool) -> str:
-    """A file tool's compact diff under its tool line; added lines green, removed red."""
+def change_lines(diff: str, *, color: bool, width: int | None = None) -> str:
+    """A file tool's compact diff under its tool line; added lines green, removed red; a line
+    wider than the terminal (``width``) cut with ``…`` (code is not reflowed)."""
+    from agentloop._cli.cells import cut_cells
+
     head, *lines = diff.split("\n")
     out = [f"    ⎿ {head}"]
     for line in lines:
         mark = line[6:7]
+        if width is not None:
+            line = cut_cells(line, max(width - 4, 10))
         if color and mark in _DIFF_COLORS:
             line = f"{_DIFF_COLORS[mark]}{line}\033[0m"
         out.append(f"    {line}")
