@@ -292,3 +292,24 @@ def test_a_receipt_of_one_fact_says_so_in_words() -> None:
 
     receipt = Receipt(facts={"paths": 1})
     assert receipt.lines()[0].endswith("left nothing out of the context: its one fact")
+
+
+# -- 12. the smaller ones -----------------------------------------------------------------------
+
+
+def test_sessions_list_json_leaves_the_stored_prompt_and_tools_for_show(cli: CLI) -> None:
+    import json
+
+    from agentloop._agent.session_prefix import PREFIX_KEY
+    from agentloop._cli.list_commands import NOT_LISTED
+
+    cli.script.add(text_reply("one"), text_reply("two"))
+    assert cli.run("-p", "first").code == 0
+    assert cli.run("-p", "second").code == 0
+    listed = cli.run("sessions", "list", "--json")
+    rows = json.loads(listed.out)
+    assert len(rows) == 2 and PREFIX_KEY in NOT_LISTED
+    assert all(PREFIX_KEY not in row["metadata"] for row in rows)
+    assert len(listed.out) < 8_000, len(listed.out)  # was 31 KB for two rows
+    shown = json.loads(cli.run("sessions", "show", rows[0]["id"], "--json").out)
+    assert shown["metadata"][PREFIX_KEY]["tools"]  # kept for show

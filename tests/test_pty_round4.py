@@ -186,3 +186,27 @@ def test_sessions_show_tree_the_demo_and_warnings_wrap_at_words(
     assert [line for line in shown if cells(line) > COLUMNS] == [], shown
     first = shown[0] + " " + shown[1]
     assert re.search(r"in\s+/\S*agentloop-demo-\S+", first), first  # the path whole
+
+
+# -- 12. -c shows the banner first, then where it resumes ---------------------------------------
+
+
+def test_continue_shows_the_banner_before_the_orientation(
+    launch: Callable[..., Terminal], model: Model
+) -> None:
+    model.replies += [text_reply("first answer")]
+    term = launch(columns=COLUMNS)
+    term.prompt()
+    term.send("a first question\r")
+    term.expect("first answer")
+    term.prompt()
+    term.send("\x04")
+    assert term.wait() == 0
+
+    again = launch("-c", columns=COLUMNS)
+    again.expect("Resuming session")
+    again.prompt()
+    again.send("\x04")
+    assert again.wait() == 0
+    screen = again.screen
+    assert 0 <= screen.index("agentloop · claude-sonnet-5-5") < screen.index("Resuming session")

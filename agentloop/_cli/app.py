@@ -289,6 +289,8 @@ def _run(
         lease.acquire(start.session_id)
     lease.keep(lambda: agent.session_id if agent.saved else None)
     enabled = agent.compaction_status().enabled
+    if stdin.isatty() and not options.print_mode:  # the banner first, then where it resumes
+        _banner(agent)
     if start.session_id is not None and options.output_format == "text":
         context = indicator(agent.context(), enabled=enabled)
 
@@ -471,16 +473,6 @@ def _interactive(
             kept=kept,
             ask=terminal_ask(terminal, sys.stderr),
         )
-        from agentloop._cli.ui import shown, start_line
-
-        decision = agent.context()
-        banner = start_line(
-            agent.model_name,
-            None if decision is None else decision.usage.window,
-            agent.compaction_status().window_source,
-            str(agent.workspace),
-        )
-        print(shown(banner, sys.stderr), file=sys.stderr)
     else:
         repl = Repl(
             agent,
@@ -516,6 +508,20 @@ def _interactive(
         saved += f"`agentloop --resume {sid}`"
         print(shown(saved, sys.stderr), file=sys.stderr)
     return code
+
+
+def _banner(agent: CodingAgent) -> None:
+    """The start line: model, window, workspace, where help is."""
+    from agentloop._cli.ui import shown, start_line
+
+    decision = agent.context()
+    banner = start_line(
+        agent.model_name,
+        None if decision is None else decision.usage.window,
+        agent.compaction_status().window_source,
+        str(agent.workspace),
+    )
+    print(shown(banner, sys.stderr), file=sys.stderr)
 
 
 def _forget_if_empty(
