@@ -313,3 +313,25 @@ def test_sessions_list_json_leaves_the_stored_prompt_and_tools_for_show(cli: CLI
     assert len(listed.out) < 8_000, len(listed.out)  # was 31 KB for two rows
     shown = json.loads(cli.run("sessions", "show", rows[0]["id"], "--json").out)
     assert shown["metadata"][PREFIX_KEY]["tools"]  # kept for show
+
+
+def test_sessions_search_leaves_out_agentloops_own_carried_message(cli: CLI) -> None:
+    import json
+
+    lines = conversation_lines(17, 250)
+    lines = ["zanzibar " + line for line in lines]  # the ledger carries each request's start
+    for n in range(17):
+        cli.script.add(text_reply(filler(f"answer {n}", 250)))
+    run = cli.run(*SMALL, stdin="\n".join([*lines, "go on", "and on"]))
+    assert run.code == 0, run.err
+    with cli.store() as store:
+        carried = [
+            (m.session_id, m.seq)
+            for s in store.list_sessions(limit=None)
+            for m in store.get_messages(s.id)
+            if m.metadata.get("role") == "system" and "zanzibar" in str(m.content)
+        ]
+    assert carried  # the compaction carried the request in agentloop's own message
+    hits = json.loads(cli.run("sessions", "search", "zanzibar", "--json").out)
+    assert hits and not {(h["session_id"], h["seq"]) for h in hits} & set(carried)
+    assert hits[0]["role"] == "user"
