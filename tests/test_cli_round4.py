@@ -335,3 +335,38 @@ def test_sessions_search_leaves_out_agentloops_own_carried_message(cli: CLI) -> 
     hits = json.loads(cli.run("sessions", "search", "zanzibar", "--json").out)
     assert hits and not {(h["session_id"], h["seq"]) for h in hits} & set(carried)
     assert hits[0]["role"] == "user"
+
+
+# -- the newcomer's path: 15 turns with /model, review, undo and /clear, then -r -------------
+
+
+def test_the_newcomers_path_keeps_the_window_and_the_model(cli: CLI) -> None:
+    turns = [filler(f"request {n}", 250) for n in range(15)]
+    for n in range(15):
+        cli.script.add(text_reply(filler(f"answer {n}", 250)))
+    script = [
+        *turns[:5],
+        "/model claude-opus-4-6",
+        *turns[5:10],
+        *("/compact --review", "a"),
+        "/undo-compaction",
+        *turns[10:13],
+        "/clear",
+        *turns[13:],
+    ]
+    run = cli.run(*HAIKU, *SMALL, stdin="\n".join(script))
+    assert run.code == 0, run.err
+    with cli.store() as store:
+        everything = store.list_sessions(limit=None)
+        roots = [s for s in everything if s.parent_id is None]
+        assert len(roots) == 2
+        left = min(roots, key=lambda s: s.created_at)  # the conversation left with /clear
+        head = store.newest_descendant(left.id)
+    assert {s.metadata.get("context_window") for s in everything} == {16_000}
+    assert head.model == "claude-opus-4-6"
+
+    cli.script.add(text_reply("resumed"))
+    resumed = cli.run("-r", left.id[:8], stdin="/context\nwhere were we\n")
+    assert resumed.code == 0, resumed.err
+    assert "Window: 16,000 tokens (source: session)" in resumed.err
+    assert cli.script.conversation[-1]["model"] == "claude-opus-4-6"
