@@ -210,3 +210,23 @@ def test_continue_shows_the_banner_before_the_orientation(
     assert again.wait() == 0
     screen = again.screen
     assert 0 <= screen.index("agentloop · claude-sonnet-5-5") < screen.index("Resuming session")
+
+
+def test_a_long_typed_line_is_echoed_wrapped_at_words(
+    launch: Callable[..., Terminal], model: Model
+) -> None:
+    said = " ".join(f"word{n} about the tokenizer" for n in range(30))
+    model.replies += [text_reply("noted")]
+    term = launch(columns=COLUMNS)
+    term.prompt()
+    term.send(said + "\r")
+    term.expect("noted")
+    term.prompt()
+    term.send("\x04")
+    assert term.wait() == 0
+    # The editor's own drawing (wrapped at any character) is erased; then the echo follows.
+    after = term.raw[term.raw.index("› word0", term.raw.index("\x1b[J\x1b[0m\x1b[?7h")) :]
+    echo = [line for line in _visible(after.split("noted")[0]) if line.strip()]
+    assert echo[0].startswith("› word0") and echo[-1].endswith("word29 about the tokenizer")
+    assert all(cells(line) <= COLUMNS for line in echo), echo
+    assert _no_cut_word(echo, said + " ›") == [], echo
