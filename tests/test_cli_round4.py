@@ -370,3 +370,19 @@ def test_the_newcomers_path_keeps_the_window_and_the_model(cli: CLI) -> None:
     assert resumed.code == 0, resumed.err
     assert "Window: 16,000 tokens (source: session)" in resumed.err
     assert cli.script.conversation[-1]["model"] == "claude-opus-4-6"
+
+
+def test_the_first_request_keeps_its_reply_within_the_window_before_calibration(
+    cli: CLI,
+) -> None:
+    # The API counts twice what the local estimate says: before any request was counted, the
+    # reply asked for must still fit beside the context.
+    cli.fake_api.token_factor = 2.0
+    cli.script.add(text_reply("hi"), text_reply("again"))
+    run = cli.run("--context-window", "16000", stdin="hello\nmore\n")
+    assert run.code == 0, run.err
+    for bill in cli.fake_api.bills:
+        assert bill.uncached_input + bill.body["max_tokens"] <= 16_000, (
+            bill.uncached_input,
+            bill.body["max_tokens"],
+        )
