@@ -58,6 +58,7 @@ _CUT = ("max_tokens", CONTEXT_EXCEEDED)
 UNCALIBRATED_FACTOR = 2
 """How far over the local estimate a context may be counted before the API counted one."""
 
+
 class StreamedText:
     """The ``on_text`` a loop gives its model: text to ``events.on_text``, thinking to
     ``events.on_thinking`` (a :class:`~agentloop._core.model.ThinkingListener`)."""
