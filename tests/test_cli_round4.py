@@ -291,7 +291,7 @@ def test_a_receipt_of_one_fact_says_so_in_words() -> None:
     from agentloop._core.receipt import Receipt
 
     receipt = Receipt(facts={"paths": 1})
-    assert receipt.lines()[0].endswith("left nothing out of the context: its one fact")
+    assert receipt.lines()[0].endswith("left nothing out of the context: the one fact")
 
 
 # -- 12. the smaller ones -----------------------------------------------------------------------

@@ -38,6 +38,7 @@ from agentloop._core.messages import ContentBlock, Message
 from agentloop._core.model import AsyncModel, Model
 from agentloop._core.results import CompactionOutcome, CompactionPlan, CompactionTransition
 from agentloop._core.tool import ToolResult
+from agentloop._core.tool_facts import ToolCall
 from agentloop._core.validation import DEFAULT_MAX_TOKENS
 from agentloop._errors import StoreWriteError
 from agentloop._loop.agent_loop import AgentLoop, LoopEvents, TurnResult
@@ -113,7 +114,8 @@ class _Bookkeeping(LoopEvents):
 
     def on_tool_result(self, name: str, tool_input: dict[str, Any], result: ToolResult) -> None:
         self.agent.history.record(name, tool_input, is_error=result.is_error)
-        self.agent.recent_files.record(name, tool_input, is_error=result.is_error)
+        call = ToolCall(name, tool_input, result.content, result.is_error)
+        self.agent.recent_files.follow(self.agent.compacter.tool_facts.recognize(call) or ())
 
     def on_warning(self, message: str) -> None:
         """Said by the face that subscribed (or warned by default), not by the books."""
@@ -402,7 +404,7 @@ class CodingAgent:
         later = self.compacter.later  # carried with the next message: in the context by then
         context = [*self.loop.messages, *([] if later is None else [later])]
         try:
-            return session_receipt(self.store, self.session_id, context)
+            return session_receipt(self.store, self.session_id, context, self.compacter.tool_facts)
         except SessionError:
             return None  # the store cannot say now: /context shows the rest
 

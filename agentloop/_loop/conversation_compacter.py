@@ -25,6 +25,8 @@ from agentloop._core.prepared import PreparedSummary, PrepareJob, next_job
 from agentloop._core.preserved_state import PreservedStateHook
 from agentloop._core.results import CompactionPlan, CompactionTransition
 from agentloop._core.strategy import strategy_named
+from agentloop._core.tool import Tool
+from agentloop._core.tool_facts import ToolFacts
 from agentloop._core.validation import DEFAULT_MAX_TOKENS
 from agentloop._errors import ConfigurationError
 from agentloop._loop.drive import Runtime, Wiring, adrive, drive
@@ -40,7 +42,8 @@ class ConversationCompacter(CompactionCore):
     One compacter follows one conversation (its circuit breaker and estimate cache are per
     conversation). ``model`` is the summarizer; without one, summaries are deterministic
     digests. ``counter`` (default: tiktoken, offline), ``clock`` and ``new_session_id`` are
-    injectable.
+    injectable; ``tool_facts`` says what each tool call did (default: the recognizers that
+    ship, :func:`~agentloop.default_tool_facts`).
 
     Given to an :class:`~agentloop.AgentLoop`, it takes what it was not told from the loop:
     without ``model_name`` the loop's model name, model (the summarizer) and ``max_tokens``
@@ -61,6 +64,7 @@ class ConversationCompacter(CompactionCore):
         clock: Callable[[], datetime] | None = None,
         new_session_id: Callable[[], str] | None = None,
         window_source: str = "override",
+        tool_facts: ToolFacts | None = None,
     ) -> None:
         if counter is None:
             from agentloop._adapters.tokens import TokenEstimator
@@ -91,6 +95,14 @@ class ConversationCompacter(CompactionCore):
             hooks=hooks,
             window_source=window_source,
         )
+        if tool_facts is None:
+            from agentloop._adapters.tool_recognizers import default_tool_facts
+
+            tool_facts = default_tool_facts()
+        self.tool_facts = tool_facts
+        """What each tool call did, as facts (the ledger and the receipt read them): the
+        recognizers that ship with agentloop unless given; add your own tool's with
+        ``compacter.tool_facts.register(name, recognizer)``."""
         self.wiring = Wiring()
         """Ids, clock and hook runner, shared with the loop this compacter serves."""
         if clock is not None:
@@ -106,9 +118,20 @@ class ConversationCompacter(CompactionCore):
         return self.summarizer
 
     def adopt(
-        self, *, model_name: str, model: Model | AsyncModel | None, max_output_tokens: int
+        self,
+        model_name: str,
+        model: Model | AsyncModel | None,
+        *,
+        max_output_tokens: int,
+        tools: Sequence[Tool] = (),
     ) -> None:
-        """Take a loop's settings for what this compacter was not given (the loop calls it)."""
+        """Take a loop's settings for what this compacter was not given (the loop calls it),
+        and the facts its tools declare (a tool with a ``facts`` method: see
+        :class:`~agentloop.ToolFacts`)."""
+        for tool in tools:
+            declared = getattr(tool, "facts", None)
+            if callable(declared):
+                self.tool_facts.register(tool.name, declared)
         if self._joins_loop:
             self._joins_loop = False
             self.model_name = model_name
