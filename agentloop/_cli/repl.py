@@ -42,10 +42,6 @@ TOOLS_HELP = (
     "The agent's own tools: context_status (how full its context is) and compact_context "
     "(asks\nfor a compaction at the next safe point; not when compaction is off)."
 )
-KEYS_HELP = (
-    "Keys: Enter sends · \\ then Enter, or Alt-Enter: a new line · a paste is one message\n"
-    "      ↑ history · Ctrl-C clears the line (twice on an empty line: quit) · Ctrl-D quits"
-)
 KEY_ITEMS = (
     "Enter sends",
     "\\ then Enter, or Alt-Enter: a new line",
