@@ -25,7 +25,7 @@ from agentloop._agent.recent_files import (
 from agentloop._agent.session_prefix import (
     PREFIX_KEY,
     StoredPrefix,
-    changed_labels,
+    instructions_notice,
     instructions_seen,
     update_messages,
     update_text,
@@ -336,8 +336,14 @@ class CodingAgent:
         return self.compacter.fixed_tokens(self.loop.system, self.loop.tool_definitions)
 
     def close(self) -> None:
-        """Stop what runs in the background (a summary being prepared); counted, not lost."""
+        """Stop what runs in the background (a summary being prepared); counted, not lost: a
+        summary prepared and never applied is billed to the session (``/cost``)."""
+        from agentloop._sessions import SessionError
+
         self.loop.close()
+        self.compacter.preparation.discard("the session ended before it was used")
+        with contextlib.suppress(SessionError):  # the bill is kept where the store takes it
+            self._bill_discarded()
 
     def cost(
         self, prices: Mapping[str, Price] | None = None
@@ -367,12 +373,9 @@ class CodingAgent:
         tell since the last one)."""
         if rendered == self._announced:
             return None
-        names = ", ".join(changed_labels(self._announced, rendered)) or "The instruction files"
+        notice = instructions_notice(self._announced, rendered, where=str(self.workspace))
         self._announced = rendered
-        return (
-            f"{names} changed since this session started: the new text was added to the "
-            "conversation"
-        )
+        return notice
 
     def _instructions_update(self) -> tuple[list[ContentBlock], list[Message]]:
         """The instruction files read again: what goes with the next user message when their
@@ -420,7 +423,7 @@ class CodingAgent:
             listed = ", ".join(done.restored) if done.restored else "none"
             notes.append(
                 f"Files restored after the last compaction: {listed} "
-                f"({done.tokens:,} of {done.budget_tokens:,} tokens)"
+                f"(~{done.tokens:,} of {done.budget_tokens:,} tokens)"
             )
             if done.skipped:
                 left_out = ", ".join(f"{path} ({why})" for path, why in done.skipped)
@@ -431,7 +434,8 @@ class CodingAgent:
         if not self.loop.saved:
             # Like other agents: the first request names the session in listings.
             # (From its start only: a huge message is not split whole into words.)
-            self.loop.title = " ".join(text[:1000].split())[:60]
+            words = " ".join(text[:1000].split())  # cut after a word, with …, as lists show
+            self.loop.title = words if len(words) <= 60 else words[:59].rsplit(" ", 1)[0] + "…"
         blocks, after = self._instructions_update()
         user_input: str | list[ContentBlock] = (
             [{"type": "text", "text": text}, *blocks] if blocks else text
@@ -541,3 +545,16 @@ class CodingAgent:
         if calibration is not None:
             metadata["calibration"] = calibration.to_dict()
         self.store.update_session(self.loop.session_id, metadata=metadata)
+        self._bill_discarded()
+
+    def _bill_discarded(self) -> None:
+        """Summary requests whose summary was discarded (a review redone or aborted, a prepared
+        one gone stale) are billed to the session they were made in, once, when discarded."""
+        if not self.loop.saved or self.loop.unsaved:
+            return
+        usage, calls = self.compacter.preparation.take_discarded()
+        if calls:
+            from agentloop._adapters.session_costs import record_discarded
+
+            model = self.compacter.settings.summary_model or self.loop.model_name
+            record_discarded(self.store, self.loop.session_id, usage, calls, model)

@@ -410,7 +410,7 @@ class AgentLoop(TurnRules, ServerSteps, CompactionDrafts):
             about = "about" if whole else "more than"
             raise ContextFullError(
                 f"this message needs {about} {needs:,} tokens with the system prompt and tools, "
-                f"more than the model's {window:,}-token window: it was not "
+                f"more than the {window:,}-token window: it was not "
                 "sent — shorten it or send it in parts"
             )
         return message.with_tokens(counted) if whole and message.tokens is None else message

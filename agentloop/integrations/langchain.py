@@ -4,7 +4,7 @@
 
 .. code-block:: python
 
-    agent = create_agent(ChatAnthropic(model="claude-sonnet-4-5"), tools=[...],
+    agent = create_agent(ChatAnthropic(model="claude-sonnet-5-5"), tools=[...],
                          middleware=[CompactionMiddleware(store=open_store(path))])
 
 Before every model call (a safe boundary: the tool node has answered every call) the

@@ -4,7 +4,7 @@
 
 .. code-block:: python
 
-    agent = Agent(AnthropicModel("claude-sonnet-4-5"), capabilities=[Compaction(store=store)])
+    agent = Agent(AnthropicModel("claude-sonnet-5-5"), capabilities=[Compaction(store=store)])
 
 The capability runs in ``before_model_request``, once per request step (a safe boundary: every
 tool call of the previous response has its return), as pydantic-ai's own history processors do:
