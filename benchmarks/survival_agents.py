@@ -1,4 +1,4 @@
-"""What survives a compaction in sessions of other agents' tools (issue 33, point 4).
+"""What survives a compaction in sessions of other agents' tools.
 
     python benchmarks/bench_survival.py --agents [--size 320] [--seeds 0]
         [--windows 200000 60000 16000]

@@ -1,4 +1,4 @@
-"""agentloop inside the ``anthropic`` SDK's own tool runner (issue 35), the installed SDK's real
+"""agentloop inside the ``anthropic`` SDK's own tool runner, the installed SDK's real
 runner against the test server with preserved thinking enforced (``claude-sonnet-5-5`` signs
 its thinking and refuses a changed prefix).
 

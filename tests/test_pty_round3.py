@@ -78,7 +78,7 @@ def test_what_the_terminal_prints_is_wrapped_at_words_to_its_width(
     cli.script.add(text_reply("a short answer"))
 
     term = launch(*OLDER, *SMALL, "-c", columns=COLUMNS)
-    term.expect("for commands and keys")  # the banner first (issue 38)
+    term.expect("for commands and keys")  # the banner first
     term.expect("Resuming session")
     term.prompt()
     term.send("/context\r")

@@ -1,4 +1,4 @@
-"""What survives a compaction in sessions of other agents' tools (issue 33, point 4): the corpus
+"""What survives a compaction in sessions of other agents' tools: the corpus
 in the shapes of Claude Code, pi, OpenHands and Codex is what it claims to be, the measure
 judges a context by the generator's own record, and the targets of
 ``benchmarks/survival_agents.py`` hold through the public ``compact_and_transition``."""

@@ -1,4 +1,4 @@
-"""The recognizers that ship with agentloop read other agents' tool calls as facts (issue 33).
+"""The recognizers that ship with agentloop read other agents' tool calls as facts.
 
 Each result text below is written in the shape the agent prints (its tool names, input keys,
 wording, exit-code markers); every test asserts the exact facts, so a recognizer that misread a

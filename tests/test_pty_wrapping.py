@@ -1,5 +1,5 @@
-"""Issue 38 in a real terminal of 80 columns against the test server: ``NO_COLOR`` (3) and what
-the screen shows wrapped at word boundaries (7)."""
+"""In a real terminal of 80 columns against the test server: ``NO_COLOR`` honoured, and what the
+screen shows wrapped at word boundaries."""
 
 from __future__ import annotations
 

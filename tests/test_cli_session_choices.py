@@ -1,7 +1,7 @@
-"""Issue 38, the terminal's fourth round, through the real CLI against the test server: what the
-user chose is kept in every session (1, 2), every billed request counted once (4), a model the
-API does not know refused at start-up (6), options never taken as instructions (8), a resume
-where AGENTS.md is absent (9), the figures (10) and a window above the model's (11)."""
+"""Through the real CLI against the test server: what the user chose (window, model) is kept in
+every session, every billed request counted once, a model the API does not know refused at
+start-up, options never taken as instructions, a resume where AGENTS.md is absent, the figures
+the screen shows, and a window above the model's."""
 
 from __future__ import annotations
 
