@@ -23,6 +23,7 @@ from agentloop._errors import AgentloopError, ConfigurationError
 if TYPE_CHECKING:
     from agentloop._adapters.windows import Fetch, ModelLimits
     from agentloop._agent.agent import CodingAgent
+    from agentloop._agent.mcp_tools import McpServers
     from agentloop._cli.printmode import OutputFormat
     from agentloop._cli.resume import Picker, Start
     from agentloop._cli.store_access import SessionLeaseKeeper
@@ -72,6 +73,9 @@ class AgentOptions:
     prepare_summaries: bool = True
     effort: str | None = None
     """``--effort``: low, medium, high, xhigh or max (None: the model's default)."""
+    mcp_configs: tuple[Path, ...] = ()
+    """``--mcp-config FILE``s; ``no_mcp``: start no MCP server (``--no-mcp``)."""
+    no_mcp: bool = False
     """Prepare summaries in the background (``AGENTLOOP_PREPARE_SUMMARIES``; never with -p)."""
     """Another model for summaries (``--compaction-model``); None: the conversation's."""
 
@@ -249,7 +253,15 @@ def _run(
         limits = replace(limits, source="session")
     if limits.warning:
         print(f"agentloop: warning: {limits.warning}", file=sys.stderr)
-    agent = _build_agent(options, model, store, workspace, limits, start, stdin, ui)
+    from agentloop._cli.mcp_setup import start_mcp
+
+    mcp = start_mcp(options, workspace, stdin)  # ended below, at exit or Ctrl-C
+    try:
+        agent = _build_agent(options, model, store, workspace, limits, start, stdin, ui, mcp)
+    except BaseException:
+        if mcp is not None:
+            mcp.close()
+        raise
     agent.effort = options.effort
     check_window(agent, limits)
     lease.attach(agent)
@@ -280,6 +292,8 @@ def _run(
             code = _interactive(options, agent, ui, stdin, first, kept, lease)
     finally:
         agent.close()  # nothing left running in the background (what it prepared: counted)
+        if mcp is not None:
+            mcp.close()
         _forget_if_empty(agent, store, start, kept, lease)
         if options.context_window is not None and kept() and not agent.unsaved:
             remember_window(store, agent.session_id, options.context_window)
@@ -300,6 +314,7 @@ def _build_agent(
     start: Start,
     stdin: TextIO,
     ui: TerminalUI,
+    mcp: McpServers | None = None,
 ) -> CodingAgent:
     from agentloop._agent.agent import CodingAgent
     from agentloop._agent.shell import always_allow, never_allow
@@ -339,6 +354,7 @@ def _build_agent(
         approve=approve,
         events=ui,
         resume_id=start.session_id,
+        mcp=mcp,
     )
 
 

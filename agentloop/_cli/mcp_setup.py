@@ -1,0 +1,102 @@
+"""MCP servers on the command line: which are configured (``--mcp-config``, ``--no-mcp``, the
+user's file, a trusted workspace ``.mcp.json``), asking once whether to trust the workspace's
+file, starting them at launch (a line per server that did not start), and ``/mcp``."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, TextIO
+
+if TYPE_CHECKING:
+    from agentloop._agent.agent import CodingAgent
+    from agentloop._agent.mcp_config import Ask, ServerSpec
+    from agentloop._agent.mcp_tools import McpServers
+    from agentloop._cli.app import AgentOptions
+
+__all__ = ["mcp_command", "start_mcp", "trust_path"]
+
+TRUST_FILE = "mcp-trust.json"
+
+
+def trust_path() -> Path:
+    """Where the workspace files the user trusted are remembered (beside the store)."""
+    from agentloop._sessions import default_store_path
+
+    return default_store_path().parent / TRUST_FILE
+
+
+def _warn(text: str) -> None:
+    from agentloop._cli.ui import shown
+
+    print(shown(f"agentloop: warning: {text}", sys.stderr), file=sys.stderr, flush=True)
+
+
+def _asker(stdin: TextIO) -> Ask:
+    def ask(path: Path, servers: dict[str, ServerSpec]) -> bool:
+        from agentloop._agent.mcp_config import HttpServer
+
+        print(f"{path} asks to start MCP servers:", file=sys.stderr)
+        for name, spec in servers.items():
+            what = (
+                spec.url if isinstance(spec, HttpServer) else " ".join([spec.command, *spec.args])
+            )
+            print(f"  {name}: {what}", file=sys.stderr)
+        print("Trust this file and start them? [y/N] ", end="", file=sys.stderr, flush=True)
+        answer = stdin.readline()
+        return answer.strip().lower() in ("y", "yes")
+
+    return ask
+
+
+def start_mcp(options: AgentOptions, workspace: Path, stdin: TextIO) -> McpServers | None:
+    """The configured servers started (None: none is configured, or ``--no-mcp``)."""
+    if options.no_mcp:
+        return None
+    from agentloop._agent.instructions import user_config_dir
+    from agentloop._agent.mcp_config import TrustBook, load_mcp_config
+    from agentloop._agent.mcp_tools import open_mcp
+
+    config = load_mcp_config(
+        workspace,
+        config_dir=user_config_dir(),
+        files=list(options.mcp_configs),
+        trust=TrustBook(trust_path()),
+        ask=_asker(stdin) if stdin.isatty() and not options.print_mode else None,
+    )
+    servers: McpServers | None = None
+    if config.servers:
+        servers = open_mcp(config, on_notice=_warn)
+        problems = servers.problems
+    else:
+        problems = config.problems
+    for line in problems:
+        _warn(line)
+    return servers
+
+
+def mcp_command(agent: CodingAgent, rest: str) -> None:
+    """``/mcp``: each server, its state, its tools and the tokens their definitions cost in
+    every request."""
+    servers = agent.mcp
+    if servers is None or not servers.states:
+        print(
+            "No MCP servers (configure them in .mcp.json, in mcp.json of the config directory, "
+            "or with --mcp-config FILE)"
+        )
+        return
+    from agentloop._core.tool import tool_definition
+
+    offered = {d.get("name") for d in agent.loop.tool_definitions}
+    counter = agent.compacter.counter
+    total = 0
+    for state in servers.states:
+        mine = [t for t in servers.tools if getattr(t, "server", None) == state.name]
+        sent = [tool_definition(t) for t in mine if t.name in offered]
+        tokens = counter.count_tools(sent) if sent else 0
+        total += tokens
+        print(f"{state.line()} · {len(sent)} tools · {tokens:,} tokens per request")
+        for tool in mine:
+            note = "" if tool.name in offered else "  (not offered in this session)"
+            print(f"  {tool.name}{note}")
+    print(f"MCP tool definitions: {total:,} tokens in every request")
