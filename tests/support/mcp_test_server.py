@@ -2,8 +2,9 @@
 misbehave: ``--slow SECONDS`` before it answers ``initialize``, ``--stderr TEXT`` written at
 start, ``--exit-at-start`` (dies before answering). Its tools: ``echo``, ``crash`` (the process
 exits in the middle of the call), ``big`` (a 200,000-character result with a needle in the
-middle), ``picture`` (a PNG and a resource link), ``fail`` (an error result), and with
-``--bad-schema`` a tool whose input schema is not an object.
+middle), ``picture`` (a PNG and a resource link), ``fail`` (an error result), ``sleep`` (a
+minute; ``--pid-file PATH``: the server's pid there, and ``PATH.call`` once the call began),
+and with ``--bad-schema`` a tool whose input schema is not an object.
 
 Run as ``python tests/support/mcp_test_server.py [options]``.
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import sys
 import time
 from typing import Any
@@ -35,6 +37,7 @@ TOOLS: list[dict[str, Any]] = [
     {"name": "big", "description": "A huge result.", "inputSchema": {"type": "object"}},
     {"name": "picture", "description": "An image.", "inputSchema": {"type": "object"}},
     {"name": "fail", "description": "An error result.", "inputSchema": {"type": "object"}},
+    {"name": "sleep", "description": "Sleeps a minute.", "inputSchema": {"type": "object"}},
 ]
 BAD_SCHEMA = {"name": "bad_schema", "description": "Refused.", "inputSchema": {"type": "string"}}
 
@@ -71,12 +74,26 @@ def call(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
                 {"type": "resource_link", "uri": "file:///pixel.png", "name": "pixel.png"},
             ]
         }
+    if name == "sleep":
+        if PID_FILE:
+            with open(PID_FILE + ".call", "w") as marker:
+                marker.write("in the call\n")
+        time.sleep(60)
+        return {"content": [{"type": "text", "text": "slept"}]}
     if name == "fail":
         return {"content": [{"type": "text", "text": "it went wrong"}], "isError": True}
     return {"content": [{"type": "text", "text": f"unknown tool {name}"}], "isError": True}
 
 
+PID_FILE = ""
+
+
 def main(argv: list[str]) -> None:
+    global PID_FILE
+    if "--pid-file" in argv:
+        PID_FILE = argv[argv.index("--pid-file") + 1]
+        with open(PID_FILE, "w") as handle:
+            handle.write(f"{os.getpid()}\n")
     slow = float(argv[argv.index("--slow") + 1]) if "--slow" in argv else 0.0
     if "--stderr" in argv:
         sys.stderr.write(argv[argv.index("--stderr") + 1] + "\n")
