@@ -2,8 +2,8 @@
 misbehave: ``--slow SECONDS`` before it answers ``initialize``, ``--stderr TEXT`` written at
 start, ``--exit-at-start`` (dies before answering). Its tools: ``echo``, ``crash`` (the process
 exits in the middle of the call), ``big`` (a 200,000-character result with a needle in the
-middle), ``picture`` (a PNG and a resource link), ``fail`` (an error result), ``sleep`` (a
-minute; ``--pid-file PATH``: the server's pid there, and ``PATH.call`` once the call began),
+middle), ``picture`` (a PNG and a resource link), ``fail`` (an error result), ``sleep`` (five
+minutes; ``--pid-file PATH``: the server's pid there, and ``PATH.call`` once the call began),
 and with ``--bad-schema`` a tool whose input schema is not an object.
 
 Run as ``python tests/support/mcp_test_server.py [options]``.
@@ -37,7 +37,7 @@ TOOLS: list[dict[str, Any]] = [
     {"name": "big", "description": "A huge result.", "inputSchema": {"type": "object"}},
     {"name": "picture", "description": "An image.", "inputSchema": {"type": "object"}},
     {"name": "fail", "description": "An error result.", "inputSchema": {"type": "object"}},
-    {"name": "sleep", "description": "Sleeps a minute.", "inputSchema": {"type": "object"}},
+    {"name": "sleep", "description": "Sleeps five minutes.", "inputSchema": {"type": "object"}},
 ]
 BAD_SCHEMA = {"name": "bad_schema", "description": "Refused.", "inputSchema": {"type": "string"}}
 
@@ -78,7 +78,7 @@ def call(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
         if PID_FILE:
             with open(PID_FILE + ".call", "w") as marker:
                 marker.write("in the call\n")
-        time.sleep(60)
+        time.sleep(300)
         return {"content": [{"type": "text", "text": "slept"}]}
     if name == "fail":
         return {"content": [{"type": "text", "text": "it went wrong"}], "isError": True}
