@@ -55,7 +55,6 @@ class ServerState:
     state: State = "starting"
     why: str | None = None
     tools: list[dict[str, Any]] = field(default_factory=list)
-    server_name: str | None = None
     pid: int | None = None
     session: Any = field(default=None, repr=False)
     stderr: IO[str] | None = field(default=None, repr=False)
@@ -190,8 +189,6 @@ class McpHub:
             async with contextlib.AsyncExitStack() as stack:
                 session = await self._connect(state, stack)
                 await session.initialize()
-                info = getattr(session, "_initialize_result", None)
-                state.server_name = getattr(getattr(info, "server_info", None), "name", None)
                 state.pid = _read_pid(state.stderr)
                 if state.pid is not None and state.watch is not None:
                     state.watch.watch(state.pid)

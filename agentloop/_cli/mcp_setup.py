@@ -6,17 +6,29 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Protocol, TextIO
 
 if TYPE_CHECKING:
     from agentloop._agent.agent import CodingAgent
     from agentloop._agent.mcp_config import Ask, ServerSpec
     from agentloop._agent.mcp_tools import McpServers
-    from agentloop._cli.app import AgentOptions
 
 __all__ = ["mcp_command", "start_mcp", "trust_path"]
 
 TRUST_FILE = "mcp-trust.json"
+
+
+class Options(Protocol):
+    """What the command line said about MCP (the run's ``AgentOptions``)."""
+
+    @property
+    def no_mcp(self) -> bool: ...
+
+    @property
+    def mcp_configs(self) -> tuple[Path, ...]: ...
+
+    @property
+    def print_mode(self) -> bool: ...
 
 
 def trust_path() -> Path:
@@ -49,7 +61,7 @@ def _asker(stdin: TextIO) -> Ask:
     return ask
 
 
-def start_mcp(options: AgentOptions, workspace: Path, stdin: TextIO) -> McpServers | None:
+def start_mcp(options: Options, workspace: Path, stdin: TextIO) -> McpServers | None:
     """The configured servers started (None: none is configured, or ``--no-mcp``)."""
     if options.no_mcp:
         return None
