@@ -420,3 +420,38 @@ def test_a_tool_with_a_name_taken_is_left_out() -> None:
         assert servers.problems[0] == (
             "MCP server a_b: tool echo left out: the name mcp__a_b__echo is taken"
         )
+
+
+@pytest.fixture
+def http_server() -> Iterator[str]:
+    """The URL of an MCP server over streamable HTTP that wants ``Bearer s3cret``."""
+    script = Path(__file__).parent / "support" / "mcp_http_server.py"
+    process = subprocess.Popen(
+        [sys.executable, str(script), "s3cret"], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert process.stdout is not None
+        port = int(process.stdout.readline())
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        process.kill()
+        process.wait()
+
+
+def test_streamable_http_server_with_headers(
+    http_server: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MCP36_TOKEN", "s3cret")
+    entry = {
+        "type": "http",
+        "url": http_server,
+        "headers": {"Authorization": "Bearer ${MCP36_TOKEN}"},
+    }
+    refused = {"type": "http", "url": http_server, "headers": {"Authorization": "Bearer wrong"}}
+    with open_mcp({"mcpServers": {"adder": entry, "refused": refused}}) as servers:
+        (tool,) = servers.tools
+        assert tool.name == "mcp__adder__add"
+        assert tool.input_schema["required"] == ["a", "b"]
+        assert tool.run({"a": 2, "b": 40}).content == "2 + 40 = 42"
+        (problem,) = servers.problems
+        assert problem == "MCP server refused: failed: MCPError: Server returned an error response"
