@@ -77,8 +77,14 @@ def test_a_session_calls_mcp_tools_compacts_and_resumes(cli: CLI, tmp_path: Path
         assert hits  # the whole result, stored, found from the compacted session
 
     cli.script.add(tool_reply(("mcp__t__echo", {"text": "again"})), text_reply("done again"))
+    more = {"u": {"command": sys.executable, "args": [str(SERVER)]}}  # a server added since
+    config = write_config(tmp_path / "servers.json", pid_file, **more)
     second = cli.subprocess("-c", *args, stdin="once more\n", env=env)
     assert second.code == 0, second.err
+    assert (
+        "agentloop: warning: MCP tools differ from when this session started: "
+        "6 new (not offered: a new session gets them)"
+    ) in second.err
     assert dead(pid_of(pid_file))
     resumed = cli.script.conversation[len(requests) :]
     assert mcp_tools(resumed[0]) == tools  # byte for byte the tool set it started with

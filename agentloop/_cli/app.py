@@ -253,7 +253,7 @@ def _run(
         limits = replace(limits, source="session")
     if limits.warning:
         print(f"agentloop: warning: {limits.warning}", file=sys.stderr)
-    from agentloop._cli.mcp_setup import start_mcp
+    from agentloop._cli.mcp_setup import resumed_notice, start_mcp
 
     mcp = start_mcp(options, workspace, stdin)  # ended below, at exit or Ctrl-C
     try:
@@ -263,6 +263,8 @@ def _run(
             mcp.close()
         raise
     agent.effort = options.effort
+    if start.session_id is not None and (notice := resumed_notice(agent)) is not None:
+        print(f"agentloop: warning: {notice}", file=sys.stderr)
     check_window(agent, limits)
     lease.attach(agent)
     if start.session_id is not None:

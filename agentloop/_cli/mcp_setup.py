@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from agentloop._agent.mcp_config import Ask, ServerSpec
     from agentloop._agent.mcp_tools import McpServers
 
-__all__ = ["mcp_command", "start_mcp", "trust_path"]
+__all__ = ["mcp_command", "resumed_notice", "start_mcp", "trust_path"]
 
 TRUST_FILE = "mcp-trust.json"
 
@@ -112,3 +112,25 @@ def mcp_command(agent: CodingAgent, rest: str) -> None:
             note = "" if tool.name in offered else "  (not offered in this session)"
             print(f"  {tool.name}{note}")
     print(f"MCP tool definitions: {total:,} tokens in every request")
+
+
+def resumed_notice(agent: CodingAgent) -> str | None:
+    """One line when the MCP tools differ from those the resumed session started with: the
+    session keeps its own (the tool set stays byte-stable); None when they do not differ."""
+    if agent.mcp is None:
+        return None
+    from agentloop._core.tool import tool_definition
+
+    now = {t.name: tool_definition(t) for t in agent.mcp.tools}
+    then = {
+        str(d.get("name")): d for d in agent.prefix.tools if str(d.get("name")).startswith("mcp__")
+    }
+    new = [name for name in now if name not in then]
+    gone = [name for name in then if name not in now]
+    changed = [name for name in now if name in then and now[name] != then[name]]
+    if not (new or gone or changed):
+        return None
+    parts = [f"{len(new)} new (not offered: a new session gets them)"] if new else []
+    parts += [f"{len(gone)} gone (a call is answered with an error)"] if gone else []
+    parts += [f"{len(changed)} changed (sent as first defined)"] if changed else []
+    return "MCP tools differ from when this session started: " + ", ".join(parts)
