@@ -50,13 +50,13 @@ def mcp_tools(body: dict[str, Any]) -> list[dict[str, Any]]:
 def test_a_session_calls_mcp_tools_compacts_and_resumes(cli: CLI, tmp_path: Path) -> None:
     pid_file = tmp_path / "t.pid"
     config = write_config(tmp_path / "servers.json", pid_file)
-    env = {**os.environ, "AGENTLOOP_MCP_MAX_TOKENS": "1000"}
+    cli.monkeypatch.setenv("AGENTLOOP_MCP_MAX_TOKENS", "1000")
     cli.script.add(
         tool_reply(("mcp__t__echo", {"text": "hello"}), ("mcp__t__big", {})),
         text_reply("I read both results."),
     )
     args = ["--mcp-config", str(config), "--yes", "--context-window", "20000"]
-    first = cli.subprocess(*args, stdin="use the tools\n/mcp\n/compact\n", env=env)
+    first = cli.run(*args, stdin="use the tools\n/mcp\n/compact\n")
     assert first.code == 0, first.err
     assert dead(pid_of(pid_file))
     requests = list(cli.script.conversation)
@@ -67,7 +67,7 @@ def test_a_session_calls_mcp_tools_compacts_and_resumes(cli: CLI, tmp_path: Path
     assert big["content"].startswith("[The result of mcp__t__big was ")
     assert NEEDLE not in big["content"]
     # /mcp: the server, its state, its tools and what their definitions cost.
-    assert "t: ready · 6 tools · " in first.out
+    assert "t: ready · 7 tools · " in first.out
     assert "  mcp__t__sleep" in first.out
     assert "MCP tool definitions: " in first.out
     assert len(first.notices) == 1  # /compact
@@ -79,11 +79,11 @@ def test_a_session_calls_mcp_tools_compacts_and_resumes(cli: CLI, tmp_path: Path
     cli.script.add(tool_reply(("mcp__t__echo", {"text": "again"})), text_reply("done again"))
     more = {"u": {"command": sys.executable, "args": [str(SERVER)]}}  # a server added since
     config = write_config(tmp_path / "servers.json", pid_file, **more)
-    second = cli.subprocess("-c", *args, stdin="once more\n", env=env)
+    second = cli.run("-c", *args, stdin="once more\n")
     assert second.code == 0, second.err
     assert (
         "agentloop: warning: MCP tools differ from when this session started: "
-        "6 new (not offered: a new session gets them)"
+        "7 new (not offered: a new session gets them)"
     ) in second.err
     assert dead(pid_of(pid_file))
     resumed = cli.script.conversation[len(requests) :]
@@ -96,7 +96,7 @@ def test_a_failing_server_is_one_line_and_the_agent_goes_on(cli: CLI, tmp_path: 
     broken = {"command": sys.executable, "args": [str(SERVER), "--exit-at-start"]}
     config = write_config(tmp_path / "servers.json", pid_file, broken=broken)
     cli.script.add(tool_reply(("mcp__t__echo", {"text": "x"})), text_reply("fine"))
-    run = cli.subprocess("--mcp-config", str(config), "--yes", stdin="go\n")
+    run = cli.run("--mcp-config", str(config), "--yes", stdin="go\n")
     assert run.code == 0, run.err
     warnings = [line for line in run.err.splitlines() if "MCP server" in line]
     assert warnings == [
@@ -110,13 +110,11 @@ def test_a_failing_server_is_one_line_and_the_agent_goes_on(cli: CLI, tmp_path: 
 def test_no_mcp_and_an_untrusted_workspace_file(cli: CLI, tmp_path: Path) -> None:
     pid_file = tmp_path / "t.pid"
     write_config(cli.workspace / ".mcp.json", pid_file)
-    run = cli.subprocess(stdin="hi\n")
+    run = cli.run(stdin="hi\n")
     assert run.code == 0, run.err
     assert "agentloop: warning: .mcp.json of this workspace is not trusted" in run.err
     assert not pid_file.exists() and mcp_tools(cli.script.conversation[-1]) == []
-    quiet = cli.subprocess(
-        "--no-mcp", "--mcp-config", str(cli.workspace / ".mcp.json"), stdin="x\n"
-    )
+    quiet = cli.run("--no-mcp", "--mcp-config", str(cli.workspace / ".mcp.json"), stdin="x\n")
     assert quiet.code == 0 and "MCP" not in quiet.err and not pid_file.exists()
 
 

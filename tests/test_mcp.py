@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -216,12 +217,14 @@ def test_misbehaving_servers_are_one_line_each_and_the_rest_goes_on(
         "MCP server dies: failed: it exited before it answered "
         "(stderr: error: cannot open the database)",
         "MCP server schema: failed: invalid answer from the server: "
-        "tools.6.inputSchema.type: Input should be 'object'",
+        "tools.7.inputSchema.type: Input should be 'object'",
         "MCP server missing: failed: it exited before it answered "
         "(stderr: sh: 1: exec: no-such-program-36: not found)",
     ]
     names = [tool.name for tool in servers.tools]
-    assert names == [f"mcp__t__{n}" for n in ("echo", "crash", "big", "picture", "fail", "sleep")]
+    assert names == [
+        f"mcp__t__{n}" for n in ("echo", "crash", "big", "picture", "fail", "sleep", "grow")
+    ]
     tools = {tool.name: tool for tool in servers.tools}
     echo = tools["mcp__t__echo"]
     assert echo.input_schema == {"type": "object", "properties": {"text": {"type": "string"}}}
@@ -415,7 +418,7 @@ def test_a_tool_with_a_name_taken_is_left_out() -> None:
     config.servers["a_b"] = StdioServer.model_validate(server_entry())
     with open_mcp(config) as servers:
         names = [tool.name for tool in servers.tools]
-        assert len(names) == len(set(names)) == 6
+        assert len(names) == len(set(names)) == 7
         assert all(isinstance(tool, McpTool) and tool.server == "a.b" for tool in servers.tools)
         assert servers.problems[0] == (
             "MCP server a_b: tool echo left out: the name mcp__a_b__echo is taken"
@@ -455,3 +458,25 @@ def test_streamable_http_server_with_headers(
         assert tool.run({"a": 2, "b": 40}).content == "2 + 40 = 42"
         (problem,) = servers.problems
         assert problem == "MCP server refused: failed: MCPError: Server returned an error response"
+
+
+def test_a_server_whose_tools_change_is_announced_not_swapped_in() -> None:
+    notices: list[str] = []
+    said = threading.Event()
+
+    def notice(text: str) -> None:
+        notices.append(text)
+        said.set()
+
+    with open_mcp({"mcpServers": {"t": server_entry()}}, on_notice=notice) as servers:
+        before = [tool.name for tool in servers.tools]
+        grow = next(tool for tool in servers.tools if tool.name == "mcp__t__grow")
+        assert grow.run({}).content == "grew"
+        assert said.wait(30)
+        echo = servers.tools[0]
+        assert echo.run({"text": "on"}).content == "echo: on"  # the server answers on
+        assert [tool.name for tool in servers.tools] == before  # the set stays as it was
+    assert notices == [
+        "MCP server t now offers other tools: this session keeps the ones it started with "
+        "(a new session gets the new ones)"
+    ]

@@ -38,7 +38,7 @@ def test_the_workspace_file_is_trusted_once_and_the_server_ends_with_the_agent(
     term.send("y\r")
     term.prompt()
     term.send("/mcp\r")
-    term.expect(r"t: ready · 6 tools · [\d,]+ tokens per request")
+    term.expect(r"t: ready · 7 tools · [\d,]+ tokens per request")
     term.prompt()
     term.send("\x04")  # Ctrl-D on the empty line: quit
     assert term.wait() == 0
@@ -48,7 +48,7 @@ def test_the_workspace_file_is_trusted_once_and_the_server_ends_with_the_agent(
     again = launch()  # trusted now: not asked again
     again.prompt()
     again.send("/mcp\r")
-    again.expect(r"t: ready · 6 tools")
+    again.expect(r"t: ready · 7 tools")
     again.prompt()
     again.send("\x03")
     again.send("\x03")  # Ctrl-C twice on the empty line: quit

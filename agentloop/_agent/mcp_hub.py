@@ -103,6 +103,7 @@ class McpHub:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._closed = False
+        self._tasks: set[asyncio.Task[None]] = set()
 
     # -- the caller's side (any thread but the hub's) ------------------------------------
 
@@ -247,19 +248,25 @@ class McpHub:
 
     def _handler(self, state: ServerState) -> Any:
         async def handle(message: Any) -> None:
-            method = getattr(message, "method", None) or getattr(
-                getattr(message, "root", None), "method", None
-            )
-            if method == "notifications/tools/list_changed" and state.session is not None:
-                with contextlib.suppress(Exception):
-                    tools = await _list_tools(state.session)
-                    if tools != state.tools:
-                        self._notice(
-                            f"MCP server {state.name} now offers other tools: this session "
-                            "keeps the ones it started with (a new session gets the new ones)"
-                        )
+            if getattr(message, "method", None) == "notifications/tools/list_changed":
+                # Not awaited here: the session delivers the next answers only after this returns.
+                task = asyncio.get_running_loop().create_task(self._relisted(state))
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
 
         return handle
+
+    async def _relisted(self, state: ServerState) -> None:
+        """A server's tools changed: said, never swapped in (the session's tool set stays)."""
+        if state.session is None:
+            return
+        with contextlib.suppress(Exception):
+            tools = await _list_tools(state.session)
+            if tools != state.tools:
+                self._notice(
+                    f"MCP server {state.name} now offers other tools: this session keeps the "
+                    "ones it started with (a new session gets the new ones)"
+                )
 
     async def _watch(self, state: ServerState) -> None:
         """Until the hub closes: a server whose process ended is failed (and said)."""

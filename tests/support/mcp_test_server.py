@@ -4,7 +4,8 @@ start, ``--exit-at-start`` (dies before answering). Its tools: ``echo``, ``crash
 exits in the middle of the call), ``big`` (a 200,000-character result with a needle in the
 middle), ``picture`` (a PNG and a resource link), ``fail`` (an error result), ``sleep`` (five
 minutes; ``--pid-file PATH``: the server's pid there, and ``PATH.call`` once the call began),
-and with ``--bad-schema`` a tool whose input schema is not an object.
+``grow`` (its tool list changes, and it says so), and with ``--bad-schema`` a tool whose input
+schema is not an object.
 
 Run as ``python tests/support/mcp_test_server.py [options]``.
 """
@@ -38,6 +39,7 @@ TOOLS: list[dict[str, Any]] = [
     {"name": "picture", "description": "An image.", "inputSchema": {"type": "object"}},
     {"name": "fail", "description": "An error result.", "inputSchema": {"type": "object"}},
     {"name": "sleep", "description": "Sleeps five minutes.", "inputSchema": {"type": "object"}},
+    {"name": "grow", "description": "Gains a tool.", "inputSchema": {"type": "object"}},
 ]
 BAD_SCHEMA = {"name": "bad_schema", "description": "Refused.", "inputSchema": {"type": "string"}}
 
@@ -80,6 +82,11 @@ def call(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
                 marker.write("in the call\n")
         time.sleep(300)
         return {"content": [{"type": "text", "text": "slept"}]}
+    if name == "grow":
+        TOOLS.append({"name": "grown", "description": "New.", "inputSchema": {"type": "object"}})
+        note = {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}
+        sys.stdout.write(json.dumps(note) + "\n")
+        return {"content": [{"type": "text", "text": "grew"}]}
     if name == "fail":
         return {"content": [{"type": "text", "text": "it went wrong"}], "isError": True}
     return {"content": [{"type": "text", "text": f"unknown tool {name}"}], "isError": True}
