@@ -364,7 +364,7 @@ def test_agent_loop_with_mcp_tools_stores_the_whole_and_sends_it_shortened(
     loop, script, _ = scripted_loop(fake_api, store, tmp_path, window=200_000, tools=servers.tools)
     servers.close_with(loop)
     script.add(
-        tool_reply(("mcp__t__echo", {"text": "hi"}), ("mcp__t__big", {})),
+        tool_reply(("mcp__t__echo", {"text": "hi"}), ("mcp__t__big", {}), ("mcp__t__picture", {})),
         text_reply("read both"),
     )
     loop.run_turn("call the tools")
@@ -374,13 +374,15 @@ def test_agent_loop_with_mcp_tools_stores_the_whole_and_sends_it_shortened(
         "mcp__t__crash",
         "mcp__t__big",
     ]
-    echo, big = sent["messages"][-1]["content"]
+    echo, big, picture = sent["messages"][-1]["content"]
     assert echo["content"] == "echo: hi"
+    assert [block["type"] for block in picture["content"]] == ["text", "image", "text"]
     assert big["content"].startswith("[The result of mcp__t__big was ")
     assert NEEDLE not in big["content"] and len(big["content"]) < 100_000
     # The session keeps the whole, and the store's search (search_history's) finds it.
     (stored,) = [m for m in store.get_messages(loop.session_id) if m.role == "user"][1:]
     assert len(stored.content[1]["content"]) == 200_000
+    assert stored.content[2]["content"][1]["source"]["media_type"] == "image/png"
     hits = store.search_messages(NEEDLE, session_id=loop.session_id)
     assert hits and NEEDLE in hits[0].excerpt
     # A resumed session sends it as it went.

@@ -20,10 +20,10 @@ from typing import Any
 from agentloop._agent.mcp_config import (
     McpConfig,
     ServerSpec,
-    max_result_tokens,
     parse_servers,
     tool_name,
 )
+from agentloop._agent.mcp_config import max_result_tokens as max_tokens_setting
 from agentloop._agent.mcp_hub import McpCallError, McpHub, ServerState
 from agentloop._agent.secrets import redact
 from agentloop._core.blocks import is_tool_result, is_tool_use
@@ -210,7 +210,7 @@ class McpServers:
         problems: Iterable[str] = (),
     ) -> None:
         self.hub = hub
-        self.max_tokens = max_result_tokens() if max_tokens is None else max_tokens
+        self.max_tokens = max_tokens_setting() if max_tokens is None else max_tokens
         self.problems = list(problems)
         """Lines for the user: servers not started, tools left out."""
         self.tools: list[Tool] = []
@@ -326,9 +326,10 @@ def open_mcp(
     nothing). Close with ``close()``, a ``with`` block, or :meth:`McpServers.close_with`.
     """
     servers, problems = _servers(config)
+    cap = max_tokens_setting() if max_result_tokens is None else max_result_tokens
     hub = McpHub(servers, on_notice=on_notice)
     hub.start()
-    return McpServers(hub, approve=approve, max_tokens=max_result_tokens, problems=problems)
+    return McpServers(hub, approve=approve, max_tokens=cap, problems=problems)
 
 
 async def aopen_mcp(
