@@ -338,6 +338,13 @@ class CodingAgent:
         loop = self.loop
         return self.compacter.plan(loop.messages, system=loop.system, tools=loop.tool_definitions)
 
+    def mcp_report(self) -> list[str]:
+        """Lines for ``/mcp``: the MCP servers, their state, tools and cost (none: no servers)."""
+        from agentloop._agent.mcp_tools import mcp_report
+
+        counter = self.compacter.counter
+        return mcp_report(self.mcp, self.loop.tool_definitions, counter.count_tools)
+
     def fixed_tokens(self) -> int:
         """What the system prompt and the tool definitions take of every request."""
         return self.compacter.fixed_tokens(self.loop.system, self.loop.tool_definitions)

@@ -38,6 +38,7 @@ __all__ = [
     "McpTool",
     "aopen_mcp",
     "convert_result",
+    "mcp_report",
     "open_mcp",
     "shortened_results",
 ]
@@ -284,6 +285,31 @@ class McpServers:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
+
+
+def mcp_report(
+    servers: McpServers | None,
+    offered: Sequence[dict[str, Any]],
+    count_tools: Callable[[Sequence[dict[str, Any]]], int],
+) -> list[str]:
+    """Lines for ``/mcp``: each server, its state, its tools (those ``offered`` in this
+    session) and what their definitions cost in every request (none: no servers)."""
+    if servers is None or not servers.states:
+        return []
+    sent_names = {d.get("name") for d in offered}
+    lines: list[str] = []
+    total = 0
+    for state in servers.states:
+        mine = [t for t in servers.tools if isinstance(t, McpTool) and t.server == state.name]
+        sent = [d for d in offered if d.get("name") in {t.name for t in mine}]
+        tokens = count_tools(sent) if sent else 0
+        total += tokens
+        lines.append(f"{state.line()} · {len(sent)} tools · {tokens:,} tokens per request")
+        for tool in mine:
+            note = "" if tool.name in sent_names else "  (not offered in this session)"
+            lines.append(f"  {tool.name}{note}")
+    lines.append(f"MCP tool definitions: {total:,} tokens in every request")
+    return lines
 
 
 def _unusable(definition: Mapping[str, Any]) -> str | None:

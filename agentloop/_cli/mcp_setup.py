@@ -90,28 +90,13 @@ def start_mcp(options: Options, workspace: Path, stdin: TextIO) -> McpServers | 
 def mcp_command(agent: CodingAgent, rest: str) -> None:
     """``/mcp``: each server, its state, its tools and the tokens their definitions cost in
     every request."""
-    servers = agent.mcp
-    if servers is None or not servers.states:
-        print(
-            "No MCP servers (configure them in .mcp.json, in mcp.json of the config directory, "
-            "or with --mcp-config FILE)"
-        )
-        return
-    from agentloop._core.tool import tool_definition
-
-    offered = {d.get("name") for d in agent.loop.tool_definitions}
-    counter = agent.compacter.counter
-    total = 0
-    for state in servers.states:
-        mine = [t for t in servers.tools if getattr(t, "server", None) == state.name]
-        sent = [tool_definition(t) for t in mine if t.name in offered]
-        tokens = counter.count_tools(sent) if sent else 0
-        total += tokens
-        print(f"{state.line()} · {len(sent)} tools · {tokens:,} tokens per request")
-        for tool in mine:
-            note = "" if tool.name in offered else "  (not offered in this session)"
-            print(f"  {tool.name}{note}")
-    print(f"MCP tool definitions: {total:,} tokens in every request")
+    lines = agent.mcp_report()
+    print(
+        "\n".join(lines)
+        if lines
+        else "No MCP servers (configure them in .mcp.json, in mcp.json of the config directory, "
+        "or with --mcp-config FILE)"
+    )
 
 
 def resumed_notice(agent: CodingAgent) -> str | None:
