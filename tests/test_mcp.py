@@ -8,6 +8,7 @@ import asyncio
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -366,6 +367,7 @@ def test_agent_loop_with_mcp_tools_stores_the_whole_and_sends_it_shortened(
     script.add(
         tool_reply(("mcp__t__echo", {"text": "hi"}), ("mcp__t__big", {}), ("mcp__t__picture", {})),
         text_reply("read both"),
+        text_reply("nothing more"),
     )
     loop.run_turn("call the tools")
     sent = script.conversation[-1]
@@ -389,6 +391,12 @@ def test_agent_loop_with_mcp_tools_stores_the_whole_and_sends_it_shortened(
     messages = [Message(m.role, tuple(m.content)) for m in store.get_messages(loop.session_id)]
     (call_id,) = shortened_results(messages, servers.max_tokens)
     assert shortened_results(messages, servers.max_tokens)[call_id] == big["content"]
+    # Compaction reads the result as the model did: the summarizer gets it shortened.
+    # Pruned like any tool result: the next request sends what the compaction left.
+    assert loop.compact() is not None
+    loop.run_turn("and now?")
+    (_, pruned, _) = script.conversation[-1]["messages"][2]["content"]
+    assert pruned["content"].startswith("[tool output pruned during compaction: 9")
     pid = read_pid(pid_file)
     loop.close()  # closes the servers too
     assert dead(pid)
@@ -482,3 +490,21 @@ def test_a_server_whose_tools_change_is_announced_not_swapped_in() -> None:
         "MCP server t now offers other tools: this session keeps the ones it started with "
         "(a new session gets the new ones)"
     ]
+
+
+def test_a_server_that_dies_between_calls_is_one_line(tmp_path: Path) -> None:
+    pid_file = tmp_path / "t.pid"
+    notices: list[str] = []
+    said = threading.Event()
+
+    def notice(text: str) -> None:
+        notices.append(text)
+        said.set()
+
+    config = {"mcpServers": {"t": server_entry("--pid-file", str(pid_file))}}
+    with open_mcp(config, on_notice=notice) as servers:
+        os.kill(read_pid(pid_file), signal.SIGKILL)
+        assert said.wait(30)
+        assert notices == ["MCP server t: failed: the server's process ended"]
+        answer = servers.tools[0].run({"text": "anyone?"})
+        assert answer.is_error and "is not running" in answer.content
