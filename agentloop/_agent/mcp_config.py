@@ -142,10 +142,11 @@ def parse_servers(
         except KeyError as missing:
             problems.append(f"{name}: not started: ${{{missing.args[0]}}} is not set ({source})")
             continue
-        if isinstance(entry, dict) and entry.get("type") == "streamable-http":
-            entry = {**entry, "type": "http"}  # another spelling some clients write
+        kind = entry.get("type") if isinstance(entry, dict) else None
+        if kind == "streamable-http":  # another spelling some clients write
+            entry, kind = {**entry, "type": "http"}, "http"
         try:
-            if isinstance(entry, dict) and entry.get("type") == "http":
+            if kind == "http":
                 servers[str(name)] = HttpServer.model_validate(entry)
             else:
                 servers[str(name)] = StdioServer.model_validate(entry)

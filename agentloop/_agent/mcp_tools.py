@@ -26,7 +26,7 @@ from agentloop._agent.mcp_config import (
 from agentloop._agent.mcp_config import max_result_tokens as max_tokens_setting
 from agentloop._agent.mcp_hub import McpCallError, McpHub, ServerState
 from agentloop._agent.secrets import redact
-from agentloop._core.blocks import is_tool_result, is_tool_use
+from agentloop._core.blocks import is_text, is_tool_result, is_tool_use
 from agentloop._core.messages import Message
 from agentloop._core.shorten import shorten
 from agentloop._core.tool import Tool, ToolResult
@@ -153,14 +153,14 @@ class McpTool:
         return self._fitted(blocks, is_error)
 
     def _fitted(self, blocks: list[dict[str, Any]], is_error: bool) -> ToolResult:
-        texts = [b["text"] for b in blocks if b.get("type") == "text"]
+        texts = [str(b["text"]) for b in blocks if is_text(b)]
         text = "\n".join(texts)
         if len(texts) < len(blocks):  # images or documents: sent as blocks
             if len(text) > self.max_tokens:  # a cheap first look before counting
                 tokens = count_tokens(text)
                 if tokens > self.max_tokens:
                     short = shortened(text, self.max_tokens, tokens, self.name)
-                    others = [b for b in blocks if b.get("type") != "text"]
+                    others = [b for b in blocks if not is_text(b)]
                     blocks = [{"type": "text", "text": short}, *others]
             return ToolResult(text, is_error, blocks=tuple(blocks))
         if not text:
@@ -319,8 +319,9 @@ def _unusable(definition: Mapping[str, Any]) -> str | None:
     schema = definition.get("inputSchema")
     if not isinstance(schema, Mapping):
         return "its input schema is not a JSON object"
-    if schema.get("type") != "object":
-        return f"its input schema's type is {schema.get('type')!r}, not 'object'"
+    kind = schema.get("type")
+    if kind != "object":
+        return f"its input schema's type is {kind!r}, not 'object'"
     return None
 
 
