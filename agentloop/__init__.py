@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from agentloop._adapters.anthropic import AnthropicModel, message_from_response
     from agentloop._adapters.anthropic_params import history_betas
     from agentloop._adapters.tokens import Calibration, TokenEstimator
+    from agentloop._adapters.tool_recognizers import default_tool_facts
     from agentloop._adapters.windows import ContextWindowResolver, ModelLimits
     from agentloop._agent.mcp_tools import McpServers, aopen_mcp, open_mcp
     from agentloop._agent.recent_files import RecentFiles, recent_files_hook
@@ -41,6 +42,7 @@ if TYPE_CHECKING:
         CompactionTransition,
     )
     from agentloop._core.tool import FunctionTool, Tool, ToolResult
+    from agentloop._core.tool_facts import CommandRan, FileTouched, TodoState, ToolCall, ToolFacts
     from agentloop._core.validation import validate_threshold
     from agentloop._errors import (
         AgentloopError,
@@ -58,6 +60,7 @@ _EXPORTS: dict[str, str] = {
     "AnthropicModel": "agentloop._adapters.anthropic",
     "AsyncModel": "agentloop._core.model",
     "Calibration": "agentloop._adapters.tokens",
+    "CommandRan": "agentloop._core.tool_facts",
     "CompactionDecision": "agentloop._core.context",
     "CompactionOutcome": "agentloop._core.results",
     "CompactionPlan": "agentloop._core.results",
@@ -69,6 +72,7 @@ _EXPORTS: dict[str, str] = {
     "ContextUsage": "agentloop._core.context",
     "ContextWindowResolver": "agentloop._adapters.windows",
     "ConversationCompacter": "agentloop._loop.conversation_compacter",
+    "FileTouched": "agentloop._core.tool_facts",
     "FunctionTool": "agentloop._core.tool",
     "LoopEvents": "agentloop._loop.agent_loop",
     "Message": "agentloop._core.messages",
@@ -84,8 +88,11 @@ _EXPORTS: dict[str, str] = {
     "McpServers": "agentloop._agent.mcp_tools",
     "RecentFiles": "agentloop._agent.recent_files",
     "SummaryInfo": "agentloop._core.messages",
+    "TodoState": "agentloop._core.tool_facts",
     "TokenEstimator": "agentloop._adapters.tokens",
     "Tool": "agentloop._core.tool",
+    "ToolCall": "agentloop._core.tool_facts",
+    "ToolFacts": "agentloop._core.tool_facts",
     "ToolResult": "agentloop._core.tool",
     "TurnResult": "agentloop._loop.agent_loop",
     "Usage": "agentloop._core.messages",
@@ -93,6 +100,7 @@ _EXPORTS: dict[str, str] = {
     "message_from_response": "agentloop._adapters.anthropic",
     "history_betas": "agentloop._adapters.anthropic_params",
     "choose_tail_start": "agentloop._core.cut_and_prune",
+    "default_tool_facts": "agentloop._adapters.tool_recognizers",
     "is_safe_boundary": "agentloop._core.messages",
     "prune_tool_outputs": "agentloop._core.cut_and_prune",
     "aopen_mcp": "agentloop._agent.mcp_tools",
@@ -127,6 +135,7 @@ __all__ = [
     "AnthropicModel",
     "AsyncModel",
     "Calibration",
+    "CommandRan",
     "CompactionDecision",
     "CompactionOutcome",
     "CompactionPlan",
@@ -138,6 +147,7 @@ __all__ = [
     "ContextUsage",
     "ContextWindowResolver",
     "ConversationCompacter",
+    "FileTouched",
     "FunctionTool",
     "LoopEvents",
     "McpServers",
@@ -153,8 +163,11 @@ __all__ = [
     "PromptTooLongError",
     "RecentFiles",
     "SummaryInfo",
+    "TodoState",
     "TokenEstimator",
     "Tool",
+    "ToolCall",
+    "ToolFacts",
     "ToolResult",
     "TurnResult",
     "Usage",
@@ -162,6 +175,7 @@ __all__ = [
     "aopen_mcp",
     "as_messages",
     "choose_tail_start",
+    "default_tool_facts",
     "history_betas",
     "is_safe_boundary",
     "message_from_response",

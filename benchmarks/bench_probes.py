@@ -46,6 +46,7 @@ from agentloop import (  # noqa: E402
     Message,
     ModelRequest,
     as_messages,
+    default_tool_facts,
 )
 from agentloop._core.ledger import derive  # noqa: E402
 from agentloop._core.model import Model  # noqa: E402
@@ -82,7 +83,7 @@ def score(probe: Probe, answer: str) -> float:
 def probes(history: Sequence[Message], replaced: int, *, per_kind: int = 3) -> list[Probe]:
     """The probes of a compaction that replaced ``history[:replaced]``, from what the history
     itself says (its tool calls and the user's words), at most ``per_kind`` of each kind."""
-    facts = span_facts(history, 0, replaced)
+    facts = span_facts(history, 0, replaced, default_tool_facts())
     out: list[Probe] = []
     errors = [f for f in facts if f.kind == "errors"][-per_kind:]
     for fact in errors:
@@ -105,7 +106,7 @@ def probes(history: Sequence[Message], replaced: int, *, per_kind: int = 3) -> l
                 (number.strip(".,;:!?()"),),
             )
         )
-    ledger = derive(history[:replaced])
+    ledger = derive(history[:replaced], facts=default_tool_facts())
     written = [f.path for f in ledger.files if f.created or f.modified]
     if written:
         out.append(
@@ -115,7 +116,7 @@ def probes(history: Sequence[Message], replaced: int, *, per_kind: int = 3) -> l
                 tuple(sorted(written)[: per_kind * 3]),
             )
         )
-    now = derive(history)
+    now = derive(history, facts=default_tool_facts())
     open_todos = [content for status, content in now.todos if status != "completed"]
     if open_todos:
         out.append(

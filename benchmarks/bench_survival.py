@@ -1,6 +1,7 @@
 """What survives a compaction, per kind of fact (issue 28).
 
     python benchmarks/bench_survival.py [--size 240] [--seeds 0 1] [--markdown]
+    python benchmarks/bench_survival.py --agents [--size 320] [--windows 200000 60000 16000]
 
 Every transcript of the corpus (``tests/transcripts``: the generated ones and those recorded
 through agentloop's own tools) is compacted 5 times in succession, as a long session is: the
@@ -19,6 +20,11 @@ states) are looked for:
 
 "after 5" looks for the facts of every span of the transcript in the context after its fifth
 compaction. Importable: ``tests/test_survival.py`` runs :func:`measure` and asserts the targets.
+
+Then the sessions of other agents' tools (Claude Code, pi, OpenHands, Codex), at 200k, 60k and
+16k windows, with a summary of one bare sentence, measured against the generator's own record
+of what happened: see ``survival_agents`` (``--agents`` for that table alone; its CI test is
+``tests/test_survival_agents.py``).
 """
 
 from __future__ import annotations
@@ -38,11 +44,18 @@ for _path in (REPO, REPO / "tests"):
     if str(_path) not in sys.path:
         sys.path.insert(0, str(_path))
 
+import survival_agents  # noqa: E402
 from fake_api import FakeAnthropicServer  # noqa: E402
 from transcripts import CORPUS, Transcript  # noqa: E402
 from transcripts.recorded import RECORDED  # noqa: E402
 
-from agentloop import CompactionSettings, ConversationCompacter, Message, as_messages  # noqa: E402
+from agentloop import (  # noqa: E402
+    CompactionSettings,
+    ConversationCompacter,
+    Message,
+    as_messages,
+    default_tool_facts,
+)
 from agentloop._adapters.records import to_record  # noqa: E402
 from agentloop._agent.search_history import SearchHistoryTool  # noqa: E402
 from agentloop._core.ledger import Ledger, find_ledger  # noqa: E402
@@ -57,6 +70,9 @@ from agentloop._core.receipt import (  # noqa: E402
     span_facts,
 )
 from agentloop._sessions import SessionStore, open_store  # noqa: E402
+
+FACTS = default_tool_facts()
+"""What each call did, as a compaction through the public API reads it."""
 
 MODEL = "claude-sonnet-4-6"
 WINDOW = 200_000
@@ -237,7 +253,7 @@ def measure_transcript(
         summary = transition.summary.summary
         context_all = context_text(child, without=(summary,))
         digest = context_text([Message.user(summary or "-")])
-        for fact in span_facts(history, start, end):
+        for fact in span_facts(history, start, end, FACTS):
             tally = survival.each[fact.kind]
             tally.facts += 1
             if present(fact, context_all):
@@ -257,7 +273,7 @@ def measure_transcript(
     context_all = context_text(context, without=(summary,))
     digest = context_text([Message.user(summary or "-")])
     ledger, changed = find_ledger(context), _truth_changed(history)
-    for fact in span_facts(history, spans[0][0], spans[-1][1]):
+    for fact in span_facts(history, spans[0][0], spans[-1][1], FACTS):
         tally = survival.after[fact.kind]
         tally.facts += 1
         tally.in_context += present(fact, context_all)
@@ -340,19 +356,28 @@ def receipt_timing(runs: int = 5) -> tuple[int, int, int, float]:
     times = []
     for _ in range(runs):
         start = time.perf_counter()
-        shown = receipt(history, replaced, child)
+        shown = receipt(history, replaced, child, FACTS)
         times.append(time.perf_counter() - start)
     return len(history), tokens, sum(shown.facts.values()), statistics.median(times)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--size", type=int, default=240)
+    parser.add_argument("--size", type=int, default=None, help="240; 320 with --agents")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
     parser.add_argument("--compactions", type=int, default=COMPACTIONS)
     parser.add_argument("--window", type=int, default=WINDOW)
+    parser.add_argument(
+        "--agents",
+        action="store_true",
+        help="only the sessions of other agents' tools (Claude Code, pi, OpenHands, Codex)",
+    )
+    parser.add_argument("--windows", type=int, nargs="+", default=list(survival_agents.WINDOWS))
     args = parser.parse_args(argv)
-    survival = measure(args.seeds, args.size, args.compactions, args.window)
+    if args.agents:
+        size = args.size or survival_agents.SIZE
+        return agents_table(args.seeds, size, args.windows, args.compactions)
+    survival = measure(args.seeds, args.size or 240, args.compactions, args.window)
     print(
         f"{survival.transcripts} transcripts, {survival.compactions} compactions "
         f"(window {args.window:,}, digest summaries)\n"
@@ -368,6 +393,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     for kind in KINDS:
         for line in survival.each[kind].missed[:3]:
             print(f"  not in context ({kind}): {line}")
+    agents = agents_table(args.seeds, survival_agents.SIZE, args.windows, args.compactions)
+    return 0 if not misses and not agents else 1
+
+
+def agents_table(seeds: Sequence[int], size: int, windows: Sequence[int], compactions: int) -> int:
+    """The other agents' sessions (``survival_agents``): the table, the targets, what misses."""
+    rows = survival_agents.measure(seeds, size, windows, compactions=compactions)
+    print(
+        f"\nSessions of other agents' tools (size {size}, seeds {list(seeds)}), {compactions} "
+        "successive compactions, a summary of one bare sentence; each compaction's span · all "
+        "spans after the last\n"
+    )
+    print(survival_agents.table(rows))
+    misses = [miss for row in rows for miss in row.misses()]
+    print("\ntargets: " + ("all met" if not misses else f"{len(misses)} missed"))
+    for miss in misses[:24]:
+        print(f"  {miss}")
+    for row in rows:
+        for kind in survival_agents.KINDS:
+            for line in row.each[kind].lost[:1]:
+                print(f"  cut, not found ({kind}): {line}")
+        for line in row.stale[:1]:
+            print(f"  stale: {line}")
     return 0 if not misses else 1
 
 

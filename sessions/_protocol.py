@@ -132,8 +132,10 @@ class SessionStore(Protocol):
         title: str | _Unset | None = UNSET,
         status: SessionStatus | _Unset = UNSET,
         metadata: Mapping[str, Any] | _Unset = UNSET,
+        model: str | _Unset = UNSET,
     ) -> Session:
-        """Change the given fields; ``metadata`` is merged (a key set to None is removed)."""
+        """Change the given fields; ``metadata`` is merged (a key set to None is removed);
+        ``model``: the model the session now runs on (its children are created with it)."""
         ...
 
     def list_sessions(

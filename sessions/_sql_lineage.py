@@ -275,10 +275,12 @@ class SqlLineage(SqlTransactionBase):
         title: str | None,
         status: SessionStatus,
         metadata: Mapping[str, Any],
+        model: str | None = None,
     ) -> None:
         self.db.run(
-            "UPDATE sessions SET title = ?, status = ?, metadata = ?, updated_at = ? WHERE id = ?",
-            (title, status, dumps(dict(metadata)), self.now, session.id),
+            "UPDATE sessions SET title = ?, status = ?, metadata = ?, model = ?, updated_at = ? "
+            "WHERE id = ?",
+            (title, status, dumps(dict(metadata)), model or session.model, self.now, session.id),
         )
         self.upkeep(self.root(session.id), session.id)
 
@@ -481,10 +483,13 @@ class LineageMethods(SqlStoreBase[SqlLineage]):
         title: str | _Unset | None = UNSET,
         status: SessionStatus | _Unset = UNSET,
         metadata: Mapping[str, Any] | _Unset = UNSET,
+        model: str | _Unset = UNSET,
     ) -> Session:
         """Change the given fields. ``metadata`` is merged into the existing mapping (top level;
-        a key set to None is removed)."""
+        a key set to None is removed); ``model`` is the model the session now runs on."""
         validate_session_ref(session_id)
+        if not isinstance(model, _Unset):
+            require_str("model", model)
         if not isinstance(title, _Unset) and title is not None:
             require_str("title", title)
         if not isinstance(status, _Unset) and status not in ("active", "compacted"):
@@ -500,6 +505,7 @@ class LineageMethods(SqlStoreBase[SqlLineage]):
                     if isinstance(metadata, _Unset)
                     else merge_metadata(current.metadata, metadata)
                 ),
+                model=None if isinstance(model, _Unset) else model,
             )
             return tx.get(current.id)
 

@@ -93,7 +93,7 @@ def test_undo_after_an_automatic_compaction_keeps_the_answered_turn(cli: CLI) ->
     # A threshold under the reply reserve's edge, so that a pause fits above the trigger (at
     # 85 % none does, issue 30); a model the test server does not compact on demand.
     run = cli.run(
-        *("-m", "claude-sonnet-4-5", "--compaction-threshold", "0.6", "--context-window", "12000"),
+        *("-m", "claude-haiku-4-5", "--compaction-threshold", "0.6", "--context-window", "12000"),
         stdin=stdin,
     )
 
@@ -238,7 +238,7 @@ def test_a_compaction_that_cannot_help_is_not_retried_every_turn(cli: CLI) -> No
     # A threshold under the reply reserve's edge (85 % here), so that a pause fits above it; a
     # model the test server does not compact on demand, so the scripted summary is the one.
     run = cli.run(
-        *("-m", "claude-sonnet-4-5", "--compaction-threshold", "0.6", "--context-window", "9000"),
+        *("-m", "claude-haiku-4-5", "--compaction-threshold", "0.6", "--context-window", "9000"),
         stdin="\n".join([*lines, "/context"]),
     )
 

@@ -170,9 +170,9 @@ def test_a_history_file_past_its_cap_is_cut_to_its_newest_entries(tmp_path: Path
 
 
 def test_the_start_line_names_the_model_and_the_window() -> None:
-    line = start_line("claude-sonnet-4-5", 200_000, "builtin", "/work/app")
+    line = start_line("claude-haiku-4-5", 200_000, "builtin", "/work/app")
     assert line == (
-        "agentloop · claude-sonnet-4-5 · 200,000-token window · /work/app · "
+        "agentloop · claude-haiku-4-5 · 200,000-token window · /work/app · "
         "/help for commands and keys"
     )
     assert "12,000-token window (--context-window)" in start_line("m", 12_000, "override", "/w")

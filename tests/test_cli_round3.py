@@ -32,7 +32,7 @@ from agentloop._loop.conversation_compacter import ConversationCompacter
 from agentloop._loop.drive import drive
 
 WINDOW = 16_000
-OLDER = ("-m", "claude-sonnet-4-5")
+OLDER = ("-m", "claude-haiku-4-5")
 """A model the test server does not compact on demand, so the scripted summaries are the ones
 written (the breaker is about what our own compaction saves)."""
 

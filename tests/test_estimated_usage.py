@@ -115,7 +115,7 @@ def test_a_bill_of_estimated_usage_is_an_estimate(tmp_path: Path, estimated: boo
         tokens_after=300,
         summary="## Goal",
         strategy="summarize",
-        model="claude-sonnet-4-5",
+        model="claude-haiku-4-5",
         created_at=datetime.now(UTC),
         summary_calls=1,
         summary_usage=Usage(input_tokens=800, output_tokens=40, estimated=estimated),
@@ -124,7 +124,7 @@ def test_a_bill_of_estimated_usage_is_an_estimate(tmp_path: Path, estimated: boo
     reply = Usage(input_tokens=700, output_tokens=5, estimated=estimated)
     with open_store(tmp_path / "sessions.db") as store:
         session = store.create_session(
-            model="claude-sonnet-4-5", workspace=str(tmp_path), metadata=metadata
+            model="claude-haiku-4-5", workspace=str(tmp_path), metadata=metadata
         )
         store.append_messages(
             session.id,

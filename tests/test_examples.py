@@ -29,6 +29,7 @@ def test_every_example_is_tested_here() -> None:
     assert sorted(p.name for p in EXAMPLES.glob("*.py")) == [
         "agentloop_custom_tools.py",
         "compacter_in_your_loop.py",
+        "tool_runner_sessions.py",
     ]
 
 
@@ -78,3 +79,49 @@ def _run_hand_written_loop(fake_api: FakeAnthropicServer) -> None:
     assert fake_api.violations == []
     paths = [request.path for request in fake_api.requests]
     assert "/v1/messages/count_tokens" in paths
+
+
+READS = (
+    "README.md",
+    "ARCHITECTURE.md",
+    "agentloop/_core/ledger.py",
+    "agentloop/_core/api_compaction.py",
+    "agentloop/_core/compaction_core.py",
+    "agentloop/_loop/agent_loop.py",
+    "agentloop/integrations/_engine.py",
+    "agentloop/integrations/tool_runner.py",
+)
+
+
+def test_tool_runner_example_compacts_stores_and_resumes(tmp_path: Path) -> None:
+    # The SDK's own runner, offline against our server (a base URL, no key): the files it
+    # reads pass the small window's trigger, and a second (async) runner resumes the session.
+    reads = iter(READS)
+
+    def answer(body: dict[str, Any]) -> ReplySpec:
+        last = [m for m in body["messages"] if m["role"] != "system"][-1]
+        asked = last["role"] == "user" and isinstance(last["content"], str)
+        if asked and last["content"].startswith("And in one more line"):
+            return text_reply("I read the README, the map and six modules.")
+        path = next(reads, None)
+        if path is not None:
+            return tool_reply(("read_file", {"path": path}), text="Reading.")
+        return text_reply("agentloop compacts long Anthropic conversations.")
+
+    with FakeAnthropicServer(api_key="not-needed") as fake_api:
+        fake_api.handler = answer
+        done = subprocess.run(
+            [sys.executable, str(EXAMPLES / "tool_runner_sessions.py")],
+            capture_output=True,
+            text=True,
+            timeout=180,
+            cwd=tmp_path,
+            env=_env(ANTHROPIC_BASE_URL=fake_api.base_url),
+        )
+        assert done.returncode == 0, done.stderr
+        assert fake_api.violations == [] and fake_api.refusals == []
+    lines = done.stdout.splitlines()
+    assert lines[0] == "agentloop compacts long Anthropic conversations."
+    assert lines[1] == "I read the README, the map and six modules."
+    assert "compacted: " in done.stderr and "(api)" in done.stderr, done.stderr
+    assert (tmp_path / "sessions.db").exists() and lines[2].startswith("session ")

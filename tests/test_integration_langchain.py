@@ -28,6 +28,7 @@ from support.integrations import (
     stored_text,
 )
 
+from agentloop import FileTouched, default_tool_facts
 from agentloop.integrations.langchain import SESSION_KEY, CompactionMiddleware
 from sessions import SessionStore, open_store
 
@@ -149,3 +150,19 @@ def test_the_async_agent_compacts_without_blocking(store: SessionStore) -> None:
         assert server.violations == []
     assert middleware.transitions
     assert f"The deploy key is {FACT}." in stored_text(store, middleware.session_id or "")
+
+
+def test_the_middleware_reads_a_tools_facts_through_the_seam(store: SessionStore) -> None:
+    """The agent's own ``note`` tool declares what it did (a file written); the compacted
+    contexts carry it in the ledger, as they would a shipped tool's."""
+    facts = default_tool_facts().register(
+        "note", lambda call: [FileTouched(f"notes/{call.input['n']}.md", "created")]
+    )
+    with FakeAnthropicServer(handler=Assistant()) as server:
+        middleware = CompactionMiddleware(context_window=WINDOW, store=store, tool_facts=facts)
+        _turns(_agent(server, middleware), 6)
+        assert server.violations == []
+    assert len(middleware.transitions) >= 2
+    child = store.get_messages(middleware.transitions[-1].new_session_id)
+    text = "\n".join(str(b.get("text", "")) for m in child for b in m.content)
+    assert "<ledger>" in text and "- created · unchanged since written: notes/1.md" in text

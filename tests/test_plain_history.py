@@ -242,8 +242,8 @@ def test_a_compacter_given_to_a_loop_is_configured_by_it() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no "has no model" warning: the loop's model summarizes
         compacter = ConversationCompacter(settings=CompactionSettings(threshold=0.5))
-        AgentLoop(model=model, model_name="claude-sonnet-4-5", max_tokens=777, compacter=compacter)
-    assert compacter.model_name == "claude-sonnet-4-5"
+        AgentLoop(model=model, model_name="claude-haiku-4-5", max_tokens=777, compacter=compacter)
+    assert compacter.model_name == "claude-haiku-4-5"
     assert compacter.model is model
     assert compacter.max_output_tokens == 777
     assert (compacter.context_window, compacter.window_source) == (200_000, "builtin")
@@ -258,7 +258,7 @@ def test_a_compacter_given_to_a_loop_is_configured_by_it() -> None:
 
 
 def test_a_compacter_knows_its_model_s_window_and_needs_a_name_without_a_loop() -> None:
-    compacter = ConversationCompacter(model_name="claude-sonnet-4-5", model=FunctionModel(str))
+    compacter = ConversationCompacter(model_name="claude-haiku-4-5", model=FunctionModel(str))
     assert (compacter.context_window, compacter.window_source) == (200_000, "builtin")
     alone = ConversationCompacter()
     with pytest.raises(ConfigurationError, match="model_name") as error:

@@ -18,7 +18,7 @@ from agentloop import AnthropicModel, as_messages
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 import bench_probes
 
-MODEL = "claude-sonnet-4-5"  # the test server does not compact it on demand: our summarizer
+MODEL = "claude-haiku-4-5"  # the test server does not compact it on demand: our summarizer
 
 
 def _text(body: dict[str, Any]) -> str:

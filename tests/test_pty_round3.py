@@ -17,7 +17,7 @@ from agentloop._cli.cells import cells
 __all__ = ["launch"]  # the pty fixture, used here
 
 COLUMNS = 80
-OLDER = ("-m", "claude-sonnet-4-5")
+OLDER = ("-m", "claude-haiku-4-5")
 """A model the test server does not compact on demand: the scripted summaries are written."""
 SMALL = ("--context-window", "16000", "--compaction-threshold", "0.6")
 
@@ -78,8 +78,8 @@ def test_what_the_terminal_prints_is_wrapped_at_words_to_its_width(
     cli.script.add(text_reply("a short answer"))
 
     term = launch(*OLDER, *SMALL, "-c", columns=COLUMNS)
+    term.expect("for commands and keys")  # the banner first
     term.expect("Resuming session")
-    term.expect("for commands and keys")
     term.prompt()
     term.send("/context\r")
     term.expect("Session: ")
@@ -118,7 +118,7 @@ def test_what_the_terminal_prints_is_wrapped_at_words_to_its_width(
         r"Session \w{8} saved · continue with `agentloop --continue` or `agentloop --resume \w{8}`",
         text,
     )
-    assert "agentloop · claude-sonnet-4-5 · 16,000-token window" in text
+    assert "agentloop · claude-haiku-4-5 · 16,000-token window" in text
 
 
 def test_clear_starts_a_fresh_session_and_keeps_the_old_one_resumable(

@@ -27,6 +27,8 @@ AGENTLOOP_API = {
     "message_from_response", "prune_tool_outputs", "recent_files_hook", "search_history_tool",
     "to_params", "McpServers", "open_mcp", "aopen_mcp",
     "validate_messages", "validate_threshold", "with_cache_breakpoints",
+    # what a tool call did: the seam, and the recognizers that ship
+    "ToolCall", "ToolFacts", "FileTouched", "CommandRan", "TodoState", "default_tool_facts",
 }  # fmt: skip
 
 SESSIONS_API = {

@@ -14,7 +14,7 @@ from support.pty import Terminal
 
 from agentloop._cli.transcript import show_command
 
-OLDER = ("-m", "claude-sonnet-4-5")
+OLDER = ("-m", "claude-haiku-4-5")
 """A model the test server does not compact on demand: the scripted summaries are written."""
 SMALL = ("--context-window", "16000", "--compaction-threshold", "0.6")
 HEADER = "Left out of the context by the last compaction: "

@@ -94,7 +94,7 @@ def test_which_models_take_mid_conversation_system_messages() -> None:
         "claude-sonnet-4-6",
         "claude-opus-4-6",
         "claude-haiku-4-5",
-        "claude-sonnet-4-5-20250929",
+        "claude-haiku-4-5-20251001",
         "claude-3-5-sonnet-20241022",
         "gpt-5",
     ]

@@ -124,7 +124,7 @@ def seeded(tmp_path_factory: pytest.TempPathFactory) -> Seeded:
             model="claude-haiku-4-5", workspace=workspace_key(workspace_a), title="older work"
         )
         root = store.create_session(
-            model="claude-sonnet-4-5",
+            model="claude-sonnet-5-5",
             workspace=workspace_key(workspace_a),
             title="refactor the parser",
         )

@@ -22,7 +22,7 @@ from sessions import CompactionStrategy, NewMessage, open_store
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 COLUMNS = 80
-OLDER = ("-m", "claude-sonnet-4-5")
+OLDER = ("-m", "claude-haiku-4-5")
 """A model the test server does not compact on demand (the compaction is ours, as `tree` shows
 it)."""
 

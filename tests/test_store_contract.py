@@ -50,7 +50,7 @@ store = store_contract.store
 
 def test_create_and_get(store: SessionStore) -> None:
     created = store.create_session(
-        model="claude-sonnet-4-5", workspace="/work/app", title="fix the parser", metadata={"a": 1}
+        model="claude-sonnet-5-5", workspace="/work/app", title="fix the parser", metadata={"a": 1}
     )
     got = store.get_session(created.id)
     assert got == created

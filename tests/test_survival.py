@@ -14,7 +14,13 @@ import pytest
 from transcripts import coding_session
 from transcripts.recorded import calculator_session
 
-from agentloop import CompactionSettings, ConversationCompacter, Message, as_messages
+from agentloop import (
+    CompactionSettings,
+    ConversationCompacter,
+    Message,
+    as_messages,
+    default_tool_facts,
+)
 from agentloop._adapters.records import to_record
 from agentloop._agent.search_history import SearchHistoryTool
 from agentloop._core import preserved_state
@@ -51,7 +57,7 @@ def test_a_stale_ledger_is_counted_stale() -> None:
     command = Fact("commands", ("pytest -q", "exit 0"), "pytest -q")
     assert not bench_survival.stale(command, Ledger(), {})
     transcript = as_messages(calculator_session(2, 40).messages)
-    ledger = derive(transcript)
+    ledger = derive(transcript, facts=default_tool_facts())
     path = Fact("paths", ("calc.py",), "calc.py")
     assert bench_survival.stale(path, ledger, {"calc.py": True}) == (
         next(f for f in ledger.files if f.path == "calc.py").state.startswith("unchanged")
@@ -78,9 +84,9 @@ def test_the_receipt_lists_what_a_compaction_left_out_with_a_search_that_finds_i
     monkeypatch.setattr(preserved_state, "ledger_text", lambda *args, **kwargs: "")
     messages = as_messages(coding_session(4, 120).messages)
     child, replaced, _ = _compacted(messages)
-    shown = receipt(messages, replaced, child)
+    shown = receipt(messages, replaced, child, default_tool_facts())
     assert shown.left_out > 0 and "errors" in shown.missing
-    facts = span_facts(messages, 0, replaced)
+    facts = span_facts(messages, 0, replaced, default_tool_facts())
     assert sum(shown.facts.values()) == len(facts)
     with tempfile.TemporaryDirectory() as home:
         store = open_store(Path(home) / "r.db")
@@ -100,6 +106,6 @@ def test_the_receipt_lists_what_a_compaction_left_out_with_a_search_that_finds_i
 def test_with_the_ledger_the_receipt_of_a_sliding_window_keeps_the_artifacts() -> None:
     messages = as_messages(coding_session(4, 120).messages)
     child, replaced, _ = _compacted(messages)
-    shown = receipt(messages, replaced, child)
+    shown = receipt(messages, replaced, child, default_tool_facts())
     for kind in ("paths", "commands", "errors"):
         assert not shown.missing.get(kind), (kind, shown.missing.get(kind))

@@ -59,11 +59,11 @@ def test_explicit_override_wins(cache_path: Path) -> None:
 def test_configured_overrides_apply_to_dated_ids(cache_path: Path) -> None:
     api = FakeApi((777_000, 32_000))
     resolver = ContextWindowResolver(
-        fetch=api, cache_path=cache_path, overrides={"claude-sonnet-4-5": 123_000}
+        fetch=api, cache_path=cache_path, overrides={"claude-haiku-4-5": 123_000}
     )
-    assert resolver.resolve("claude-sonnet-4-5-20250929").context_window == 123_000
+    assert resolver.resolve("claude-haiku-4-5-20251001").context_window == 123_000
     # An explicit per-call override beats the configured one.
-    assert resolver.resolve("claude-sonnet-4-5", override=99_000).context_window == 99_000
+    assert resolver.resolve("claude-haiku-4-5", override=99_000).context_window == 99_000
     assert api.calls == []
 
 
@@ -179,7 +179,7 @@ def test_unknown_model_gets_the_default_and_a_warning(cache_path: Path) -> None:
 
 def test_dated_ids_match_their_base_model(cache_path: Path) -> None:
     resolver = ContextWindowResolver(fetch=None, cache_path=cache_path)
-    assert resolver.resolve("claude-sonnet-4-5-20250929") == ModelLimits(200_000, 64_000, "builtin")
+    assert resolver.resolve("claude-haiku-4-5-20251001") == ModelLimits(200_000, 64_000, "builtin")
     assert resolver.resolve("claude-opus-4-6@20260101").source == "builtin"
     assert base_model_id("claude-haiku-4-5-20251001") == "claude-haiku-4-5"
     # A different version number is not a dated id of an older model.

@@ -391,7 +391,7 @@ class AnthropicModel:
         caps = self.capabilities(model)
         known = self._capabilities.get(model)
         if known is not None and known.failure is not None:
-            raise ModelError(known.failure)
+            raise ModelError(known.failure, status_code=known.status)
         return caps.max_input_tokens, caps.max_tokens
 
     # -- requests ----------------------------------------------------------------------------

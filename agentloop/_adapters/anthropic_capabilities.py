@@ -256,6 +256,8 @@ class _Known:
     capabilities: ModelCapabilities
     failure: str | None
     """Why the Models API could not answer (the capabilities are then the table's)."""
+    status: int | None = None
+    """The HTTP status of that failure (404: the API does not know the model)."""
 
 
 class CapabilityCache:
@@ -273,7 +275,7 @@ class CapabilityCache:
 
     def put(self, model: str, fetched: ModelCapabilities | ModelError) -> _Known:
         if isinstance(fetched, ModelError):
-            known = _Known(builtin_capabilities(model), str(fetched))
+            known = _Known(builtin_capabilities(model), str(fetched), fetched.status_code)
         else:
             known = _Known(fetched, None)
         with self._lock:

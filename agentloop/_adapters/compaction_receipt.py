@@ -6,8 +6,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from agentloop._adapters.records import from_record
+from agentloop._adapters.tool_recognizers import default_tool_facts
 from agentloop._core.messages import Message
 from agentloop._core.receipt import Receipt, receipt
+from agentloop._core.tool_facts import ToolFacts
 from agentloop._sessions import SessionStore
 
 __all__ = ["replaced_span", "session_receipt"]
@@ -31,10 +33,14 @@ def replaced_span(parent: Sequence[Message], child: Sequence[Message]) -> int:
 
 
 def session_receipt(
-    store: SessionStore, session_id: str, context: Sequence[Message] | None = None
+    store: SessionStore,
+    session_id: str,
+    context: Sequence[Message] | None = None,
+    facts: ToolFacts | None = None,
 ) -> Receipt | None:
     """The receipt of the compaction that made ``session_id`` (None: no compaction made it);
-    ``context``: the session's messages as the model sees them now (default: as stored)."""
+    ``context``: the session's messages as the model sees them now (default: as stored);
+    ``facts``: what each call did (default: the recognizers that ship)."""
     session = store.get_session(session_id)
     if session.parent_id is None:
         return None
@@ -47,4 +53,5 @@ def session_receipt(
         if context is not None
         else [from_record(r) for r in store.get_messages(session.id)]
     )
-    return receipt(parent, replaced_span(parent, child), child)
+    registry = facts if facts is not None else default_tool_facts()
+    return receipt(parent, replaced_span(parent, child), child, registry)

@@ -1,7 +1,13 @@
 """What a session and a whole conversation cost, from the usage the API reported and the store
 kept: each reply's usage (on its message) and each compaction's summary requests (on the child
 session it made). Copies are not billed twice: a compaction's verbatim tail loses its usage, and
-a fork's copied messages keep the time they were first written, before the fork existed."""
+a fork's copied messages keep the time they were first written, before the fork existed.
+
+The whole conversation is its lineage: the path to the session, and the branches off it (an
+undone compaction's child, a fork), whose requests were billed all the same. Summary requests
+whose summary was never applied (a review redone or aborted, a prepared summary gone stale) are
+kept under :data:`DISCARDED_USAGE`, keyed by the session they were made in (children and forks
+copy metadata: only a session's own entry is its bill)."""
 
 from __future__ import annotations
 
@@ -26,6 +32,13 @@ class CostReport:
     requests: int
     summary_requests: int
     sessions: int = 1
+    discarded_requests: int = 0
+    """Of ``summary_requests``: those whose summary was never applied (a review redone or
+    aborted, a summary prepared ahead that went stale)."""
+    off_path_requests: int = 0
+    """Of ``summary_requests``: those of compactions on other branches (undone, forked from)."""
+    off_path_sessions: int = 0
+    """Of ``sessions``: those on other branches (an undone compaction's child, a fork)."""
 
     @property
     def total(self) -> Bill:
@@ -38,6 +51,18 @@ class CostReport:
             self.requests + other.requests,
             self.summary_requests + other.summary_requests,
             self.sessions + other.sessions,
+            self.discarded_requests + other.discarded_requests,
+            self.off_path_requests + other.off_path_requests,
+            self.off_path_sessions + other.off_path_sessions,
+        )
+
+    def off_path(self) -> CostReport:
+        """The same bill, as a branch off the path to the session it is reported for."""
+        return replace(
+            self,
+            discarded_requests=0,
+            off_path_requests=self.summary_requests,
+            off_path_sessions=self.sessions,
         )
 
     def to_dict(self) -> dict[str, object]:
@@ -52,6 +77,7 @@ class CostReport:
             "requests": self.requests,
             "summary_requests": self.summary_requests,
             "summary_cost_usd": round(self.summaries.dollars, 6),
+            "discarded_summary_requests": self.discarded_requests,
             "sessions": self.sessions,
         }
 
@@ -73,24 +99,62 @@ def session_cost(
             usage = replace(usage, estimated=True)
         replies = replies + bill(usage, session.model, prices)
         requests += 1
-    summaries, calls = NO_BILL, 0
+    summaries, calls, discarded = NO_BILL, 0, 0
     recorded = session.metadata.get(SUMMARY_USAGE)
     if isinstance(recorded, dict):
         usage = Usage.from_mapping(recorded) or Usage()
         usage = replace(usage, estimated=recorded.get("estimated") is True)
         calls = int(recorded.get("calls") or 0)
+        discarded = int(recorded.get("discarded_calls") or 0)
         summaries = bill(usage, str(recorded.get("model") or session.model), prices)
-    return CostReport(replies, summaries, requests, calls)
+    own = session.metadata.get(DISCARDED_USAGE)
+    own = own.get(session.id) if isinstance(own, dict) else None
+    if isinstance(own, dict):
+        usage = Usage.from_mapping(own) or Usage()
+        usage = replace(usage, estimated=own.get("estimated") is True)
+        summaries = summaries + bill(usage, str(own.get("model") or session.model), prices)
+        calls += int(own.get("calls") or 0)
+        discarded += int(own.get("calls") or 0)
+    return CostReport(replies, summaries, requests, calls, discarded_requests=discarded)
+
+
+DISCARDED_USAGE = "discarded_summaries"
+"""Session metadata: ``{session id: usage and calls}`` of summary requests made in that session
+whose summary was never applied, stored when they are discarded."""
+
+
+def record_discarded(
+    store: SessionStore, session_id: str, usage: Usage, calls: int, model: str
+) -> None:
+    """Add ``calls`` discarded summary requests (``usage``) to ``session_id``'s own bill."""
+    session = store.get_session(session_id)
+    kept = session.metadata.get(DISCARDED_USAGE)
+    entry = kept.get(session.id) if isinstance(kept, dict) else None
+    before = Usage.from_mapping(entry) if isinstance(entry, dict) else None
+    total = (before or Usage()) + usage
+    previous_calls = int(entry.get("calls") or 0) if isinstance(entry, dict) else 0
+    value = {
+        **total.to_dict(),
+        **({"estimated": True} if total.estimated else {}),
+        "calls": previous_calls + calls,
+        "model": model,
+    }
+    # Only this session's entry: what a parent's copy says is the parent's bill.
+    store.update_session(session.id, metadata={DISCARDED_USAGE: {session.id: value}})
 
 
 def conversation_cost(
     store: SessionStore, session_id: str, prices: Mapping[str, Price] | None = None
 ) -> tuple[CostReport, CostReport]:
-    """What ``session_id`` was billed, and the conversation up to it: the session and its
-    ancestors, across every compaction."""
+    """What ``session_id`` was billed, and the whole conversation: every session of its
+    lineage, the path to it (across every compaction) and the branches off it."""
     session = store.get_session(session_id)
     own = session_cost(store, session, prices)
     report = own
-    for ancestor in store.ancestors(session.id):
-        report = report + session_cost(store, ancestor, prices)
+    path = {session.id, *(ancestor.id for ancestor in store.ancestors(session.id))}
+    for other in store.lineage(session.id):
+        if other.id == session.id:
+            continue
+        cost = session_cost(store, other, prices)
+        report = report + (cost if other.id in path else cost.off_path())
     return own, report

@@ -25,7 +25,7 @@ from agentloop._agent.recent_files import (
 from agentloop._agent.session_prefix import (
     PREFIX_KEY,
     StoredPrefix,
-    changed_labels,
+    instructions_notice,
     instructions_seen,
     update_messages,
     update_text,
@@ -38,6 +38,7 @@ from agentloop._core.messages import ContentBlock, Message
 from agentloop._core.model import AsyncModel, Model
 from agentloop._core.results import CompactionOutcome, CompactionPlan, CompactionTransition
 from agentloop._core.tool import ToolResult
+from agentloop._core.tool_facts import ToolCall
 from agentloop._core.validation import DEFAULT_MAX_TOKENS
 from agentloop._errors import StoreWriteError
 from agentloop._loop.agent_loop import AgentLoop, LoopEvents, TurnResult
@@ -114,7 +115,8 @@ class _Bookkeeping(LoopEvents):
 
     def on_tool_result(self, name: str, tool_input: dict[str, Any], result: ToolResult) -> None:
         self.agent.history.record(name, tool_input, is_error=result.is_error)
-        self.agent.recent_files.record(name, tool_input, is_error=result.is_error)
+        call = ToolCall(name, tool_input, result.content, result.is_error)
+        self.agent.recent_files.follow(self.agent.compacter.tool_facts.recognize(call) or ())
 
     def on_warning(self, message: str) -> None:
         """Said by the face that subscribed (or warned by default), not by the books."""
@@ -350,8 +352,14 @@ class CodingAgent:
         return self.compacter.fixed_tokens(self.loop.system, self.loop.tool_definitions)
 
     def close(self) -> None:
-        """Stop what runs in the background (a summary being prepared); counted, not lost."""
+        """Stop what runs in the background (a summary being prepared); counted, not lost: a
+        summary prepared and never applied is billed to the session (``/cost``)."""
+        from agentloop._sessions import SessionError
+
         self.loop.close()
+        self.compacter.preparation.discard("the session ended before it was used")
+        with contextlib.suppress(SessionError):  # the bill is kept where the store takes it
+            self._bill_discarded()
 
     def cost(
         self, prices: Mapping[str, Price] | None = None
@@ -381,12 +389,9 @@ class CodingAgent:
         tell since the last one)."""
         if rendered == self._announced:
             return None
-        names = ", ".join(changed_labels(self._announced, rendered)) or "The instruction files"
+        notice = instructions_notice(self._announced, rendered, where=str(self.workspace))
         self._announced = rendered
-        return (
-            f"{names} changed since this session started: the new text was added to the "
-            "conversation"
-        )
+        return notice
 
     def _instructions_update(self) -> tuple[list[ContentBlock], list[Message]]:
         """The instruction files read again: what goes with the next user message when their
@@ -415,7 +420,7 @@ class CodingAgent:
         later = self.compacter.later  # carried with the next message: in the context by then
         context = [*self.loop.messages, *([] if later is None else [later])]
         try:
-            return session_receipt(self.store, self.session_id, context)
+            return session_receipt(self.store, self.session_id, context, self.compacter.tool_facts)
         except SessionError:
             return None  # the store cannot say now: /context shows the rest
 
@@ -434,7 +439,7 @@ class CodingAgent:
             listed = ", ".join(done.restored) if done.restored else "none"
             notes.append(
                 f"Files restored after the last compaction: {listed} "
-                f"({done.tokens:,} of {done.budget_tokens:,} tokens)"
+                f"(~{done.tokens:,} of {done.budget_tokens:,} tokens)"
             )
             if done.skipped:
                 left_out = ", ".join(f"{path} ({why})" for path, why in done.skipped)
@@ -445,7 +450,8 @@ class CodingAgent:
         if not self.loop.saved:
             # Like other agents: the first request names the session in listings.
             # (From its start only: a huge message is not split whole into words.)
-            self.loop.title = " ".join(text[:1000].split())[:60]
+            words = " ".join(text[:1000].split())  # cut after a word, with …, as lists show
+            self.loop.title = words if len(words) <= 60 else words[:59].rsplit(" ", 1)[0] + "…"
         blocks, after = self._instructions_update()
         user_input: str | list[ContentBlock] = (
             [{"type": "text", "text": text}, *blocks] if blocks else text
@@ -555,3 +561,16 @@ class CodingAgent:
         if calibration is not None:
             metadata["calibration"] = calibration.to_dict()
         self.store.update_session(self.loop.session_id, metadata=metadata)
+        self._bill_discarded()
+
+    def _bill_discarded(self) -> None:
+        """Summary requests whose summary was discarded (a review redone or aborted, a prepared
+        one gone stale) are billed to the session they were made in, once, when discarded."""
+        if not self.loop.saved or self.loop.unsaved:
+            return
+        usage, calls = self.compacter.preparation.take_discarded()
+        if calls:
+            from agentloop._adapters.session_costs import record_discarded
+
+            model = self.compacter.settings.summary_model or self.loop.model_name
+            record_discarded(self.store, self.loop.session_id, usage, calls, model)

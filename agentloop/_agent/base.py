@@ -13,6 +13,7 @@ from typing import IO, Any
 from agentloop._agent.secrets import redact
 from agentloop._agent.workspace import WorkspaceError, display_path
 from agentloop._core.tool import ToolResult
+from agentloop._core.tool_facts import ToolCall, ToolFact
 from agentloop._errors import AgentloopError
 
 __all__ = [
@@ -72,6 +73,11 @@ class CodingTool(abc.ABC):
     @abc.abstractmethod
     def _run(self, tool_input: Mapping[str, Any]) -> ToolResult:
         """The tool's work; raise ``InputError`` for bad input."""
+
+    def facts(self, call: ToolCall) -> tuple[ToolFact, ...] | None:
+        """What a call of this tool did, as facts a compaction carries (see
+        :class:`~agentloop.ToolFacts`); a tool that changes or reads nothing says ``()``."""
+        return ()
 
 
 def safe_result(result: ToolResult) -> ToolResult:

@@ -23,6 +23,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
+from agentloop._adapters.own_tool_facts import edit_file_facts, read_file_facts, write_file_facts
 from agentloop._agent.base import (
     BINARY_SNIFF_BYTES,
     CodingTool,
@@ -39,6 +40,7 @@ from agentloop._agent.workspace import Workspace
 from agentloop._core.blocks import is_text, is_tool_result, tool_result_text
 from agentloop._core.messages import Message
 from agentloop._core.tool import ToolResult
+from agentloop._core.tool_facts import ToolCall, ToolFact
 
 _NONBLOCK = getattr(os, "O_NONBLOCK", 0)  # so opening a FIFO never waits for its other end
 
@@ -100,6 +102,9 @@ class ReadFileTool(CodingTool):
         self._context = context
         self._sent: dict[str, datetime] = {}
         """When this tool sent each result (by its text's digest), for "when"."""
+
+    def facts(self, call: ToolCall) -> tuple[ToolFact, ...]:
+        return read_file_facts(call)
 
     def run(self, tool_input: Mapping[str, Any]) -> ToolResult:
         result = super().run(tool_input)
@@ -210,6 +215,9 @@ class WriteFileTool(CodingTool):
         super().__init__("write_file", _WRITE_DESCRIPTION, _WRITE_SCHEMA)
         self._workspace = workspace
 
+    def facts(self, call: ToolCall) -> tuple[ToolFact, ...]:
+        return write_file_facts(call)
+
     def _run(self, tool_input: Mapping[str, Any]) -> ToolResult:
         path = self._workspace.resolve(required_str(tool_input, "path"))
         content = required_str(tool_input, "content", allow_empty=True)
@@ -306,6 +314,9 @@ class EditFileTool(CodingTool):
     def __init__(self, workspace: Workspace) -> None:
         super().__init__("edit_file", _EDIT_DESCRIPTION, _EDIT_SCHEMA)
         self._workspace = workspace
+
+    def facts(self, call: ToolCall) -> tuple[ToolFact, ...]:
+        return edit_file_facts(call)
 
     def _run(self, tool_input: Mapping[str, Any]) -> ToolResult:
         path = self._workspace.resolve(required_str(tool_input, "path"))

@@ -90,7 +90,7 @@ class Instructions:
     def summary_line(self) -> str:
         """One line for ``/context``: the files and their token cost."""
         if self.files:
-            listed = ", ".join(f"{f.label} ({f.tokens:,} tokens)" for f in self.files)
+            listed = ", ".join(f"{f.label} (~{f.tokens:,} tokens)" for f in self.files)
             return f"Instructions: {listed}"
         if self.budget_tokens <= 0:
             return "Instructions: off"

@@ -27,6 +27,7 @@ from agentloop._agent.files import read_all
 from agentloop._agent.secrets import redact
 from agentloop._agent.workspace import Workspace, WorkspaceError, display_path
 from agentloop._core.preserved_state import PreservedStateHook
+from agentloop._core.tool_facts import FileTouched, ToolFact
 
 __all__ = [
     "DEFAULT_RESTORE_FILES",
@@ -85,11 +86,22 @@ class RecentFiles:
     def paths(self) -> tuple[str, ...]:
         return tuple(f.path for f in self._files)
 
+    def follow(self, facts: Iterable[ToolFact]) -> None:
+        """Follow one tool call by its facts: a path it read, wrote or edited is touched (a
+        deleted one leaves the list)."""
+        for fact in facts:
+            if isinstance(fact, FileTouched):
+                if fact.action == "deleted":
+                    self._files = deque(f for f in self._files if f.path != fact.path)
+                else:
+                    self.touch(fact.path)
+
     def record(self, name: str, tool_input: Mapping[str, Any], *, is_error: bool) -> None:
-        """Follow one tool call: a successful file tool call touches its ``path``."""
+        """Follow one call of the coding agent's own file tools (kept for callers of earlier
+        versions; :meth:`follow` takes any tool's facts)."""
         path = tool_input.get("path") if isinstance(tool_input, Mapping) else None
         if name in FILE_TOOLS and not is_error and isinstance(path, str):
-            self.touch(path)
+            self.follow([FileTouched(path, "read")])
 
     def touch(self, path: str) -> None:
         """``path`` (as the model gave it) was just seen or written."""

@@ -26,6 +26,7 @@ __all__ = [
     "UPDATE_INTRO",
     "StoredPrefix",
     "changed_labels",
+    "instructions_notice",
     "instructions_seen",
     "update_messages",
     "update_text",
@@ -107,6 +108,31 @@ def changed_labels(before: str, after: str) -> list[str]:
     new = {m.group(1): m.group(2) for m in _SECTION.finditer(after)}
     labels = [label for label, text in new.items() if old.get(label) != text]
     return labels + [label for label in old if label not in new]
+
+
+def instructions_notice(before: str, after: str, *, where: str) -> str:
+    """The one line telling the user how the instruction files differ from what the session
+    was told (``where``: the workspace): changed or new ones are sent to the model; one no
+    longer found there no longer applies, and the ones still found stay in force."""
+    old = {m.group(1): m.group(2) for m in _SECTION.finditer(before)}
+    new = {m.group(1): m.group(2) for m in _SECTION.finditer(after)}
+    changed = [label for label, text in new.items() if old.get(label) != text]
+    gone = [label for label in old if label not in new]
+    parts = []
+    if changed:
+        parts.append(
+            f"{', '.join(changed)} changed since this session started: the new text was added "
+            "to the conversation"
+        )
+    if gone:
+        verb = "is" if len(gone) == 1 else "are"
+        kept = [label for label in new if label not in changed]
+        rest = f"; {', '.join(kept)} stay{'s' if len(kept) == 1 else ''} in force" if kept else ""
+        parts.append(
+            f"{', '.join(gone)} {verb} not in {where}: {'its' if len(gone) == 1 else 'their'} "
+            f"instructions no longer apply (the model is told so){rest}"
+        )
+    return "; ".join(parts) or "The instruction files changed since this session started"
 
 
 def update_messages(text: str, *, model: str) -> tuple[list[dict[str, Any]], list[Message]]:

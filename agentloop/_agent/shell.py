@@ -20,11 +20,13 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any, TypeAlias
 
+from agentloop._adapters.own_tool_facts import run_command_facts
 from agentloop._agent.base import CodingTool, InputError, required_str
 from agentloop._agent.reaper import GroupWatch
 from agentloop._agent.secrets import REDACT_MARGIN, redact, scrubbed_environment
 from agentloop._agent.workspace import Workspace
 from agentloop._core.tool import ToolResult
+from agentloop._core.tool_facts import ToolCall, ToolFact
 
 __all__ = ["Approve", "RunCommandTool", "always_allow", "never_allow"]
 
@@ -142,6 +144,9 @@ class RunCommandTool(CodingTool):
         self._workspace = workspace
         self._approve = approve
         self._max_output_bytes = max_output_bytes
+
+    def facts(self, call: ToolCall) -> tuple[ToolFact, ...]:
+        return run_command_facts(call)
 
     def _run(self, tool_input: Mapping[str, Any]) -> ToolResult:
         command = required_str(tool_input, "command")

@@ -7,8 +7,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
+from agentloop._adapters.own_tool_facts import todo_write_facts
 from agentloop._agent.base import CodingTool, InputError, ToolStateError
 from agentloop._core.tool import ToolResult
+from agentloop._core.tool_facts import ToolCall, ToolFact
 
 __all__ = ["TodoItem", "TodoList", "TodoStatus", "TodoWriteTool", "ToolStateError"]
 
@@ -140,6 +142,9 @@ class TodoWriteTool(CodingTool):
     def __init__(self, todos: TodoList) -> None:
         super().__init__("todo_write", _TODO_DESCRIPTION, _TODO_SCHEMA)
         self._todos = todos
+
+    def facts(self, call: ToolCall) -> tuple[ToolFact, ...]:
+        return todo_write_facts(call)
 
     def _run(self, tool_input: Mapping[str, Any]) -> ToolResult:
         if "todos" not in tool_input:

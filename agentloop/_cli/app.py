@@ -73,6 +73,8 @@ class AgentOptions:
     prepare_summaries: bool = True
     effort: str | None = None
     """``--effort``: low, medium, high, xhigh or max (None: the model's default)."""
+    model_given: bool = True
+    """``model_name`` was chosen for this run; else ``-c``/``-r`` continue on the session's."""
     mcp_configs: tuple[Path, ...] = ()
     """``--mcp-config FILE``s; ``no_mcp``: start no MCP server (``--no-mcp``)."""
     no_mcp: bool = False
@@ -221,7 +223,7 @@ def _run(
     from agentloop._adapters.windows import ContextWindowResolver
     from agentloop._cli.resume import orientation, resolve_start
     from agentloop._cli.ui import indicator
-    from agentloop._cli.window_check import check_window, remember_window, remembered_window
+    from agentloop._cli.window_check import check_window, remembered_window, session_choices
     from agentloop._sessions import default_store_path
 
     workspace = (options.workspace or Path.cwd()).resolve()
@@ -242,17 +244,46 @@ def _run(
             print(f"Continuing in a new branch: session {fork[:8]}", file=sys.stderr)
     if start.session_id is not None:
         lease.check(start.session_id)
+    ran_on = None if start.session_id is None else store.get_session(start.session_id).model
+    if ran_on and not options.model_given:
+        options = replace(options, model_name=ran_on)
     resolver = ContextWindowResolver(
         fetch=fetch, cache_path=default_store_path().parent / "models.json"
     )
+    from agentloop._cli.model_check import deprecation, unknown_model, window_above_model
+    from agentloop._cli.ui import shown
+
+    warnings: list[str] = []
+    own = resolver.resolve(options.model_name)  # the model's own limits, whatever the override
+    if fetch is not None and own.source not in ("cache", "models_api"):
+        unknown = unknown_model(fetch, options.model_name)  # the lookup the resolver made
+        if unknown is not None and not options.model_given and ran_on == options.model_name:
+            warnings.append(f"{unknown}: the session ran on it; continuing on {DEFAULT_MODEL}")
+            options = replace(options, model_name=DEFAULT_MODEL)
+            own = resolver.resolve(options.model_name)
+        elif unknown is not None:
+            raise ConfigurationError(f"{unknown}: choose another with -m (default {DEFAULT_MODEL})")
     window = options.context_window
     if window is None and start.session_id is not None:
         window = remembered_window(store, start.session_id)
-    limits = resolver.resolve(options.model_name, window)
+    above = (
+        None
+        if window is None
+        else window_above_model(
+            window, own, options.model_name, given=options.context_window is not None
+        )
+    )
+    if above is not None and options.context_window is not None:
+        raise ConfigurationError(above)
+    if above is not None:
+        warnings.append(f"{above}; the model's window is used")
+        window = None
+    limits = own if window is None else resolver.resolve(options.model_name, window)
     if window is not None and options.context_window is None:
         limits = replace(limits, source="session")
-    if limits.warning:
-        print(f"agentloop: warning: {limits.warning}", file=sys.stderr)
+    warnings += [w for w in (limits.warning, deprecation(options.model_name)) if w]
+    for warning in warnings:
+        print(shown(f"agentloop: warning: {warning}", sys.stderr), file=sys.stderr)
     from agentloop._cli.mcp_setup import resumed_notice, start_mcp
 
     mcp = start_mcp(options, workspace, stdin)  # ended below, at exit or Ctrl-C
@@ -266,17 +297,22 @@ def _run(
     if start.session_id is not None and (notice := resumed_notice(agent)) is not None:
         print(f"agentloop: warning: {notice}", file=sys.stderr)
     check_window(agent, limits)
+    choices = session_choices(store, agent, window)
     lease.attach(agent)
     if start.session_id is not None:
         lease.acquire(start.session_id)
     lease.keep(lambda: agent.session_id if agent.saved else None)
     enabled = agent.compaction_status().enabled
+    if stdin.isatty() and not options.print_mode:  # the banner first, then where it resumes
+        _banner(agent)
     if start.session_id is not None and options.output_format == "text":
         context = indicator(agent.context(), enabled=enabled)
-        from agentloop._cli.ui import shown
 
         for line in orientation(store, start, agent.messages, here=workspace, context_line=context):
             print(shown(line, sys.stderr), file=sys.stderr)
+        if ran_on and ran_on != agent.model_name:
+            note = f"Model: {agent.model_name} (-m) for the next turns; the session ran on {ran_on}"
+            print(shown(note, sys.stderr), file=sys.stderr)
         if agent.instructions_notice is not None:
             print(shown(agent.instructions_notice, sys.stderr), file=sys.stderr)
 
@@ -291,14 +327,14 @@ def _run(
             assert first is not None
             code = run_print(agent, ui, first, output_format=options.output_format, kept=kept)
         else:
-            code = _interactive(options, agent, ui, stdin, first, kept, lease)
+            code = _interactive(options, agent, ui, stdin, first, kept, lease, choices.sync)
     finally:
         agent.close()  # nothing left running in the background (what it prepared: counted)
         if mcp is not None:
             mcp.close()
         _forget_if_empty(agent, store, start, kept, lease)
-        if options.context_window is not None and kept() and not agent.unsaved:
-            remember_window(store, agent.session_id, options.context_window)
+        if kept():
+            choices.sync()
     if code and options.print_mode and kept() and not agent.unsaved:
         sid = agent.session_id[:8]
         print(
@@ -421,6 +457,7 @@ def _interactive(
     first: str | None,
     kept: Callable[[], bool],
     lease: SessionLeaseKeeper,
+    keep_choices: Callable[[], None] = lambda: None,
 ) -> int:
     from agentloop._cli.editor import PipeReader, Reader
     from agentloop._cli.repl import Repl
@@ -454,16 +491,6 @@ def _interactive(
             kept=kept,
             ask=terminal_ask(terminal, sys.stderr),
         )
-        from agentloop._cli.ui import shown, start_line
-
-        decision = agent.context()
-        banner = start_line(
-            agent.model_name,
-            None if decision is None else decision.usage.window,
-            agent.compaction_status().window_source,
-            str(agent.workspace),
-        )
-        print(shown(banner, sys.stderr), file=sys.stderr)
     else:
         repl = Repl(
             agent,
@@ -474,7 +501,12 @@ def _interactive(
             stop_when_unsaved=True,
         )
         repl.show_context = options.echo_input
-    repl.after_turn = lambda: lease.follow(agent.session_id if agent.saved else None)
+
+    def after_turn() -> None:
+        lease.follow(agent.session_id if agent.saved else None)
+        keep_choices()  # /model, /clear, /undo-compaction: the session now in use
+
+    repl.after_turn = after_turn
     if tty:
         from agentloop._cli.startup import prewarm
 
@@ -494,6 +526,20 @@ def _interactive(
         saved += f"`agentloop --resume {sid}`"
         print(shown(saved, sys.stderr), file=sys.stderr)
     return code
+
+
+def _banner(agent: CodingAgent) -> None:
+    """The start line: model, window, workspace, where help is."""
+    from agentloop._cli.ui import shown, start_line
+
+    decision = agent.context()
+    banner = start_line(
+        agent.model_name,
+        None if decision is None else decision.usage.window,
+        agent.compaction_status().window_source,
+        str(agent.workspace),
+    )
+    print(shown(banner, sys.stderr), file=sys.stderr)
 
 
 def _forget_if_empty(

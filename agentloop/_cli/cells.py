@@ -122,7 +122,7 @@ def two_columns(
     for name, text in rows:
         if beside is None:
             lines.append(f"{' ' * indent}{pad(name, left)}{' ' * gap}{text}".rstrip())
-        elif beside >= 20:
+        elif beside >= 20 and all(cells(word) <= beside for word in text.split()):
             first, *more = wrap_cells(text, beside)
             lines.append(f"{' ' * indent}{pad(name, left)}{' ' * gap}{first}".rstrip())
             lines += [" " * (indent + left + gap) + line for line in more]

@@ -69,6 +69,7 @@ def review_compaction(agent: CodingAgent, instructions: str, dialog: Dialog) -> 
                 return
             if choice == "abort":
                 drafted.drop()
+                agent.save_state()  # what its summary requests cost: billed to this session
                 dialog.tell(ABORTED)
                 return
         finally:

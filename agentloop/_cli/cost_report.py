@@ -41,6 +41,7 @@ def cost_lines(report: CostReport, title: str, what: str = "") -> list[str]:
     guess = "~" if usage.estimated else ""  # the model only guessed its usage: no API count
     return [
         f"{title} ({requests}):",
+        *_summary_kinds(report),
         f"  input {guess}{usage.input_tokens:,} · cache write "
         f"{guess}{usage.cache_creation_input_tokens:,} · cache read "
         f"{guess}{usage.cache_read_input_tokens:,} · output {guess}{usage.output_tokens:,} tokens",
@@ -49,11 +50,29 @@ def cost_lines(report: CostReport, title: str, what: str = "") -> list[str]:
     ]
 
 
+def _summary_kinds(report: CostReport) -> list[str]:
+    """What the summary requests were for, when not all wrote a compaction on this path."""
+    applied = report.summary_requests - report.discarded_requests - report.off_path_requests
+    if applied == report.summary_requests:
+        return []
+    kinds = [f"{applied} for compactions applied"] if applied else []
+    if report.discarded_requests:
+        kinds.append(
+            f"{report.discarded_requests} discarded (a review redone or aborted, a summary "
+            "prepared ahead gone stale)"
+        )
+    if report.off_path_requests:
+        kinds.append(f"{report.off_path_requests} on other branches (a compaction undone, a fork)")
+    return [f"  summary requests: {'; '.join(kinds)}"]
+
+
 def cost_text(session: CostReport, conversation: CostReport, session_id: str) -> str:
     """The ``/cost`` report: this session, then the conversation across its compactions."""
     lines = cost_lines(session, f"This session {session_id[:8]}")
     if conversation.sessions > 1:
         across = f"{conversation.sessions} sessions across compactions"
+        if conversation.off_path_sessions:
+            across += f", {conversation.off_path_sessions} of them on other branches"
         lines += cost_lines(conversation, "The whole conversation", across)
     if conversation.total.estimated:
         lines.append(

@@ -289,12 +289,14 @@ def _run_demo() -> int:
         # The scripted model's usage is tiktoken's count of each request: an estimate, shown
         # as one (`~`), since no API counts anything here.
         model = ScriptedModel(_script(), estimated_usage=True)
-        print(
+        from agentloop._cli.ui import shown
+
+        intro = (
             f"agentloop demo: a scripted model works on a small project in {workspace}\n"
             f"(context window {DEMO_WINDOW:,} tokens so that compaction shows; no network, "
-            "no API key)\n",
-            file=sys.stderr,
+            "no API key)\n"
         )
+        print(shown(intro, sys.stderr), file=sys.stderr)
         options = AgentOptions(
             model_name=DEFAULT_MODEL,
             context_window=DEMO_WINDOW,

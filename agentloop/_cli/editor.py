@@ -152,6 +152,7 @@ class TerminalReader:
     def __init__(self, *, history: Path | None, output: TextIO) -> None:
         self._armed = _Armed()
         self._pastes = Pastes()
+        self._output = output
         self._session = _prompt_session(history, output, self._armed, self._pastes)
 
     def read(self, default: str = "") -> str | None:
@@ -161,7 +162,18 @@ class TerminalReader:
             text = self._session.prompt(PROMPT, default=default)
         except (EOFError, KeyboardInterrupt):
             return None
+        self._echo(text)
         return clean_text(self._pastes.expand(text))
+
+    def _echo(self, text: str) -> None:
+        """What was typed, drawn again wrapped at words (the editor wraps it at any character
+        while it is edited, and erases it when done)."""
+        from agentloop._cli.cells import fit
+        from agentloop._cli.render import terminal_width
+
+        shown = PROMPT + text.replace("\n", "\n" + " " * len(PROMPT))
+        self._output.write(fit(shown, terminal_width(self._output)) + "\n")
+        self._output.flush()
 
 
 class InputReader:
@@ -249,6 +261,7 @@ def _prompt_session(
         output=create_output(stdout=output),
         placeholder=placeholder,
         prompt_continuation=lambda width, _line, _wrap: " " * width,
+        erase_when_done=True,  # then drawn again, wrapped at words (TerminalReader._echo)
         style=_style(),
     )
 

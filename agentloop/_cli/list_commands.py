@@ -74,16 +74,24 @@ def _title(session: Listed) -> str:
     return render.one_line(session.title) if session.title else "-"
 
 
+NOT_LISTED = ("prefix",)
+"""Session metadata left out of ``sessions list --json`` (``sessions show --json`` has it): the
+system prompt and tool schemas each session stores (``session_prefix.PREFIX_KEY``), kilobytes
+a row."""
+
+
 def _plain(session: Listed) -> dict[str, object]:
     """A listed session as JSON-ready data: every field of :class:`sessions.Session`, in order
-    (the plain rows have the same ones)."""
+    (the plain rows have the same ones), its metadata without :data:`NOT_LISTED`."""
     from agentloop._sessions import SESSION_FIELDS
 
-    return {
-        name: render.iso(value) if isinstance(value, datetime) else value
-        for name in SESSION_FIELDS
-        for value in (getattr(session, name),)
-    }
+    def value_of(name: str) -> object:
+        value = getattr(session, name)
+        if name == "metadata" and isinstance(value, dict):
+            return {k: v for k, v in value.items() if k not in NOT_LISTED}
+        return render.iso(value) if isinstance(value, datetime) else value
+
+    return {name: value_of(name) for name in SESSION_FIELDS}
 
 
 def list_command(
@@ -360,7 +368,8 @@ def _draw(
                 following = parts[index + 1] if index + 1 < len(parts) else ""
                 if room - cells(following) - 2 >= 16:  # the model beside it, if it can be
                     room -= cells(following) + 2
-                part = cut_words(part, room)  # a title: cut at a word, never the figures
+                # A title: cut at a word, with … and its closing quote; never the figures.
+                part = f'"{cut_words(part[1:-1], room - 2)}"' if cells(part) > room else part
             if room is None or cells(part) <= room:
                 line = f"{line}  {part}"
                 continue

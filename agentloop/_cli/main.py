@@ -41,7 +41,18 @@ ENVIRONMENT = (
     ("ANTHROPIC_BASE_URL", "a compatible Messages API server instead of Anthropic's"),
     ("AGENTLOOP_STORE", "the session store: a path, sqlite:///PATH or postgresql://… (--store)"),
     ("AGENTLOOP_HOME", "where the default store, input history and model cache live"),
+    ("AGENTLOOP_CONFIG_DIR", "your own instruction files (default ~/.config/agentloop)"),
+    ("AGENTLOOP_COMPACTION_MODEL", "the model that writes summaries (--compaction-model)"),
+    ("AGENTLOOP_PREPARE_SUMMARIES", "off: no summary prepared in the background (default on)"),
     ("AGENTLOOP_STREAM_TIMEOUT", "seconds a reply may stream nothing before it is asked again"),
+    ("AGENTLOOP_PRICES", 'price overrides, JSON: {"claude-sonnet-4": {"input": 3, "output": 15}}'),
+    ("AGENTLOOP_KEEP_ENV", "credential variables shell commands may still see"),
+    ("NO_COLOR", "set: no colors (diffs, notes, search hits)"),
+)
+"""Every environment variable agentloop reads, as ``--help`` lists them."""
+DESCRIPTION = (
+    "A coding agent whose long conversations compact at safe points and continue under a "
+    "child session."
 )
 
 
@@ -68,27 +79,41 @@ class _Version(argparse.Action):
         parser.exit(0)
 
 
-def _epilog() -> str:
-    from agentloop._cli.repl import KEYS_HELP, SLASH_COMMANDS
+def help_width() -> int:
+    """The columns ``--help`` is wrapped to (argparse's own: the terminal's, less 2)."""
+    import shutil
 
+    return max(shutil.get_terminal_size().columns - 2, 40)
+
+
+def _epilog(width: int) -> str:
+    from agentloop._cli.cells import paragraph, two_columns
+    from agentloop._cli.repl import KEY_ITEMS, SLASH_COMMANDS
+
+    commands = (
+        ("sessions ...", "stored sessions: list, show, search, tree, export, fork, delete, "
+         "prune, copy (agentloop sessions --help)"),
+        ("demo", "an offline scripted session that shows compaction"),
+    )  # fmt: skip
+    examples = (
+        ('agentloop "fix the failing test"', "start with a first message"),
+        ('git diff | agentloop -p "review"', "one answer, piped input as context"),
+        ("agentloop -c", "continue the latest conversation here"),
+    )
     lines = [
         "commands:",
-        "  sessions ...             stored sessions: list, show, search, tree, export, fork,",
-        "                           delete, prune, copy (agentloop sessions --help)",
-        "  demo                     an offline scripted session that shows compaction",
+        *two_columns(commands, width),
         "",
         "slash commands (interactive):",
-        *(f"  {usage:<23}  {text}" for usage, text in SLASH_COMMANDS),
+        *two_columns(SLASH_COMMANDS, width),
         "",
-        KEYS_HELP,
+        *paragraph("keys: " + " · ".join(KEY_ITEMS), width),
         "",
         "environment:",
-        *(f"  {name:<23}  {text}" for name, text in ENVIRONMENT),
+        *two_columns(ENVIRONMENT, width),
         "",
         "examples:",
-        '  agentloop "fix the failing test"      start with a first message',
-        '  git diff | agentloop -p "review this" one answer, piped input as context',
-        "  agentloop -c                          continue the latest conversation here",
+        *two_columns(examples, width),
     ]
     return "\n".join(lines)
 
@@ -96,12 +121,14 @@ def _epilog() -> str:
 def build_parser(*, commands: bool = False) -> argparse.ArgumentParser:
     """The agent's parser (``agentloop [options] [PROMPT]``), or with ``commands`` the parser of
     ``agentloop sessions …`` / ``agentloop demo``."""
+    from agentloop._cli.cells import paragraph
+
+    width = help_width()
     parser = _Parser(
         prog="agentloop",
         usage="agentloop [options] [PROMPT]\n       agentloop {sessions,demo} ...",
-        description="A coding agent whose long conversations compact at safe points "
-        "and continue under a child session.",
-        epilog=_epilog(),
+        description="\n".join(paragraph(DESCRIPTION, width)),
+        epilog=_epilog(width),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_agent_options(parser)
@@ -175,7 +202,11 @@ def add_agent_options(parser: argparse.ArgumentParser) -> None:
         help="with --resume/--continue: continue in a new branch, leaving the session as it is",
     )
     parser.add_argument(
-        "-m", "--model", default=None, help=f"Claude model (default {DEFAULT_MODEL})"
+        "-m",
+        "--model",
+        type=_model_name,
+        default=None,
+        help=f"Claude model (default {DEFAULT_MODEL}; -c/-r: the session's)",
     )
     parser.add_argument(
         "--store",
@@ -232,6 +263,12 @@ def _threshold(text: str) -> float:
         return validate_threshold(text)
     except ConfigurationError as error:
         raise argparse.ArgumentTypeError(str(error).split(" (got")[0]) from None
+
+
+def _model_name(text: str) -> str:
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"needs a model name, not {text!r}")
+    return text.strip()
 
 
 def _window(text: str) -> int:
@@ -295,6 +332,7 @@ def agent_options(args: argparse.Namespace) -> AgentOptions:
         or None,
         prepare_summaries=_prepare_setting(os.environ.get("AGENTLOOP_PREPARE_SUMMARIES")),
         effort=args.effort,
+        model_given=args.model is not None,
         mcp_configs=tuple(_path(f) for f in args.mcp_config),
         no_mcp=args.no_mcp,
     )

@@ -214,7 +214,7 @@ class _MarkdownBlock(BlockRenderer[str]):
         return "> *Thinking (redacted)*"
 
     def compaction(self, content: str, block: ContentBlock) -> str:
-        heading = "*The API's summary of what came before (server-side compaction)*"
+        heading = "*The API's summary of what came before*"
         return f"{heading}\n\n{fence(content)}"
 
     def other(self, kind: str, block: ContentBlock) -> str:

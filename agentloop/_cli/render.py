@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, NamedTuple, TextIO
 
-from agentloop._cli.cells import cells, cut_cells, pad
+from agentloop._cli.cells import cells, cut_cells, cut_words, pad
 from agentloop._core.figures import plural, recorded_sources, token_figure
 
 if TYPE_CHECKING:
@@ -140,7 +140,10 @@ def fit_table(
         shown = []
         for i in active:
             column = columns[i]
-            cell = cut(row[i], widths[i], keep_end=column.keep_end)
+            if column.flex and not column.keep_end:  # text (a title): cut after a word, with …
+                cell = cut_words(row[i], widths[i])
+            else:
+                cell = cut(row[i], widths[i], keep_end=column.keep_end)
             shown.append(pad(cell, widths[i], right=column.right))
         lines.append(fit("  ".join(shown).rstrip(), width))
     return lines
@@ -150,6 +153,12 @@ def fit(line: str, width: int | None) -> str:
     if width is None or cells(line) <= width:
         return line
     return cut_cells(line, max(width, 1))
+
+
+def styled() -> bool:
+    """Whether colors and other text attributes may be drawn: not when ``NO_COLOR`` is set to
+    anything but the empty string (https://no-color.org)."""
+    return not os.environ.get("NO_COLOR")
 
 
 def terminal_width(out: TextIO) -> int | None:
@@ -186,7 +195,17 @@ def compaction_note(entry: CompactionEntry, metadata: Mapping[str, Any] | None =
     figures = compaction_figures(entry, metadata)
     if figures:
         note += f" {figures}"
-    return f"{note} by {entry.strategy}"
+    return f"{note} by {strategy_name(entry.strategy)}"
+
+
+STRATEGY_NAMES = {"api_summary": "the API's summary", "server": "server-side compaction"}
+"""Strategies as the user knows them: ``api_summary`` is a summary the API wrote (for
+``auto``/``summarize``), ``server`` the README's server-side compaction."""
+
+
+def strategy_name(strategy: str) -> str:
+    """How a stored compaction's strategy is shown (the ``--compaction-strategy`` names)."""
+    return STRATEGY_NAMES.get(strategy, strategy)
 
 
 def compaction_json(

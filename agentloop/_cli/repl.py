@@ -44,10 +44,6 @@ TOOLS_HELP = (
     "The agent's own tools: context_status (how full its context is) and compact_context "
     "(asks\nfor a compaction at the next safe point; not when compaction is off)."
 )
-KEYS_HELP = (
-    "Keys: Enter sends · \\ then Enter, or Alt-Enter: a new line · a paste is one message\n"
-    "      ↑ history · Ctrl-C clears the line (twice on an empty line: quit) · Ctrl-D quits"
-)
 KEY_ITEMS = (
     "Enter sends",
     "\\ then Enter, or Alt-Enter: a new line",
@@ -248,6 +244,10 @@ def _compact(agent: CodingAgent, rest: str, dialog: Dialog | None = None) -> Non
     if DRY_RUN in words and REVIEW in words:
         _tell(f"--dry-run and --review do not go together (usage: {COMPACT_USAGE})")
         return
+    unknown = next((w for w in words if w.startswith("--") and w not in (DRY_RUN, REVIEW)), None)
+    if unknown is not None:  # wherever it stands: never sent as instructions
+        _tell(f"unknown option {unknown} (usage: {COMPACT_USAGE})")
+        return
     if REVIEW in words and dialog is not None:
         from agentloop._cli.compact_review import review_compaction
 
@@ -256,9 +256,6 @@ def _compact(agent: CodingAgent, rest: str, dialog: Dialog | None = None) -> Non
     if DRY_RUN in words:
         instructions = " ".join(w for w in words if w != DRY_RUN)
         _preview(agent, instructions)
-        return
-    if words and words[0].startswith("--"):
-        _tell(f"unknown option {words[0]} (usage: {COMPACT_USAGE})")
         return
     outcome = agent.compact(rest or None)
     # A compaction that was attempted already said why it was skipped (on_compaction_skipped);
@@ -362,6 +359,11 @@ def _model(agent: CodingAgent, rest: str) -> None:
         return
     agent.switch_model(name)
     _tell(f"Model: {name} for the next turns (was {current}); {CACHE_AND_THINKING}")
+    from agentloop._cli.model_check import deprecation
+
+    notice = deprecation(name)
+    if notice is not None:
+        _tell(f"agentloop: warning: {notice}")
 
 
 _HANDLERS: dict[str, Callable[[CodingAgent, str], None]] = {

@@ -42,8 +42,25 @@ def _find(store: SessionStore, query: str, workspace: str | None, limit: int) ->
         query, workspace=workspace, limit=min(2 * limit, SEARCH_MAX), excerpt_chars=EXCERPT_CHARS
     )
     carried = _carried_over(store, hits)
-    ranked = sorted(hits, key=lambda hit: (hit.session_id, hit.seq) in carried)  # stable
+    own = _agentloops_own(store, hits)
+    kept = [hit for hit in hits if (hit.session_id, hit.seq) not in own]
+    ranked = sorted(kept, key=lambda hit: (hit.session_id, hit.seq) in carried)  # stable
     return ranked[:limit]
+
+
+def _agentloops_own(store: SessionStore, hits: Sequence[SearchHit]) -> set[tuple[str, int]]:
+    """The hits that are agentloop's own messages (the ``role: "system"`` context a compaction
+    carries: the ledger, the state, the latest request), copies of what the user and the tools
+    said, which are found where they were said."""
+    from agentloop._adapters.records import ROLE
+
+    out: set[tuple[str, int]] = set()
+    for session_id in {hit.session_id for hit in hits}:
+        wanted = {hit.seq for hit in hits if hit.session_id == session_id}
+        for message in store.get_messages(session_id):
+            if message.seq in wanted and message.metadata.get(ROLE) == "system":
+                out.add((session_id, message.seq))
+    return out
 
 
 def _carried_over(store: SessionStore, hits: Sequence[SearchHit]) -> set[tuple[str, int]]:
@@ -114,8 +131,11 @@ def search_command(
         found = words.search(excerpt)
         if cells(excerpt) > 2 * room:
             excerpt = _around(excerpt, found.start() if found else 0, 2 * room - 2)
+        bold = render.styled()
         for shown in wrap_cells(excerpt, room)[:2]:
-            out.write(_INDENT + words.sub(lambda m: f"{_BOLD}{m.group(0)}{_PLAIN}", shown) + "\n")
+            if bold:
+                shown = words.sub(lambda m: f"{_BOLD}{m.group(0)}{_PLAIN}", shown)
+            out.write(_INDENT + shown + "\n")
 
 
 def _around(text: str, at: int, width: int) -> str:

@@ -76,7 +76,7 @@ def _made_by_text(entry: CompactionEntry, session: Session, parent: str) -> str:
     return (
         f"from {parent}: {entry.messages_before:,} → "
         f"{plural(entry.messages_after, 'message')}"
-        f"{' ' + figures if figures else ''} by {entry.strategy}"
+        f"{' ' + figures if figures else ''} by {render.strategy_name(entry.strategy)}"
     )
 
 
@@ -111,18 +111,26 @@ def show_command(store: SessionStore, out: TextIO, ref: str, *, as_json: bool = 
         fields.append(("Compacted", _made_by_text(made_by, session, made_by.parent_id[:8])))
     if record.compaction_count:
         last = render.when(record.last_compacted_at) if record.last_compacted_at else "-"
-        count = plural(record.compaction_count, "compaction")
-        fields.append(("Compaction", f"{count} in this lineage, last {last}"))
-    width = max(len(name) for name, _ in fields)
-    for name, value in fields:
-        out.write(f"{name.ljust(width)}  {value}\n")
+        path = {session.id, *(a.id for a in store.ancestors(session.id))}
+        on_path = sum(1 for e in store.compaction_history(session.id) if e.child_id in path)
+        count = f"{plural(on_path, 'compaction')} on the way to this session"
+        if on_path != record.compaction_count:  # the others made branches (undone, forked)
+            count += f" ({record.compaction_count} in the whole lineage)"
+        fields.append(("Compaction", f"{count}, last {last}"))
+    from agentloop._cli.cells import fit, two_columns
     from agentloop._cli.cost_report import cost_text
 
-    out.write(cost_text(*_costs(store, session), session.id) + "\n")
+    columns = render.terminal_width(out)  # a terminal: wrapped at words to its width
+
+    def put(text: str) -> None:
+        out.write(fit(text, columns) + "\n")
+
+    out.write("".join(line + "\n" for line in two_columns(fields, columns, indent=0)))
+    put(cost_text(*_costs(store, session), session.id))
     left = _receipt(store, session)
     if left is not None:
-        out.write("\n".join(left.lines()) + "\n")
+        put("\n".join(left.lines()))
     for message in store.get_messages(session.id):
-        out.write("\n" + markup.message_heading(message) + "\n")
+        put("\n" + markup.message_heading(message))
         for block in message.content:
-            out.write(markup.indent(markup.render_block(block, limit=True)) + "\n")
+            put(markup.indent(markup.render_block(block, limit=True)))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, TextIO
 
-from agentloop._cli.render import home_short
+from agentloop._cli.render import home_short, styled, terminal_width
 from agentloop._cli.spinner import Spinner
 from agentloop._core.figures import percent_figure, plural, token_figure
 from agentloop._loop.agent_loop import LoopEvents
@@ -85,6 +85,8 @@ class TerminalUI(LoopEvents):
         self.out = out
         self.err = err
         self.tty = tty
+        self.styled = tty and styled()
+        """Colors and dim text (a terminal, and no ``NO_COLOR``)."""
         self.stream = stream
         self.spinner = Spinner(err, enabled=tty)
         self.markdown: MarkdownStream | None = None
@@ -177,7 +179,7 @@ class TerminalUI(LoopEvents):
             first = result.content.strip().splitlines()[0] if result.content.strip() else "error"
             self._say(f"    ✗ {first[:160]}")
         elif diff := getattr(result, "diff", ""):  # write_file, edit_file: what changed
-            self._say(change_lines(str(diff), color=self.tty))
+            self._say(change_lines(str(diff), color=self.styled, width=terminal_width(self.err)))
         # The next model call starts now.
         self.spinner.start(THINKING)
 
@@ -219,7 +221,7 @@ class TerminalUI(LoopEvents):
         self.spinner.stop()
         self._end_line()
         for line in lines:
-            self.err.write(f"{_DIM}{line}{_PLAIN}\n" if self.tty else line + "\n")
+            self.err.write(f"{_DIM}{line}{_PLAIN}\n" if self.styled else line + "\n")
         self.err.flush()
 
     def _end_line(self) -> None:
@@ -251,12 +253,17 @@ def thinking_lines(text: str) -> list[str]:
     return shown
 
 
-def change_lines(diff: str, *, color: bool) -> str:
-    """A file tool's compact diff under its tool line; added lines green, removed red."""
+def change_lines(diff: str, *, color: bool, width: int | None = None) -> str:
+    """A file tool's compact diff under its tool line; added lines green, removed red; a line
+    wider than the terminal (``width``) cut with ``…`` (code is not reflowed)."""
+    from agentloop._cli.cells import cut_cells
+
     head, *lines = diff.split("\n")
     out = [f"    ⎿ {head}"]
     for line in lines:
         mark = line[6:7]
+        if width is not None:
+            line = cut_cells(line, max(width - 4, 10))
         if color and mark in _DIFF_COLORS:
             line = f"{_DIFF_COLORS[mark]}{line}\033[0m"
         out.append(f"    {line}")
@@ -273,6 +280,8 @@ def indicator(decision: CompactionDecision | None, *, enabled: bool) -> str:
     if not enabled:
         return f"context {shown} · automatic compaction off"
     trigger = f"{decision.trigger_tokens / window:.0%}"
+    at = decision.held_until if decision.held_until is not None else decision.trigger_tokens
+    shown = percent_figure(_below(decision.usage.tokens, at, window), decision.usage.source)
     if decision.held_until is None:
         return f"context {shown} · compacts at {trigger}"
     # The breaker holds: the threshold in force is where it waits, and the line says why.
@@ -280,6 +289,18 @@ def indicator(decision: CompactionDecision | None, *, enabled: bool) -> str:
     if held == trigger:  # too close to tell apart in percent
         held, trigger = f"{decision.held_until:,} tokens", f"{decision.trigger_tokens:,}"
     return f"context {shown} · compacts at {held} (raised from {trigger}: {decision.held_because})"
+
+
+def _below(tokens: int, at: int, window: int) -> float:
+    """``tokens`` as a share of ``window``, rounded so that it reads as the trigger (``at``)
+    only when it is there: below it, it never rounds up to the trigger's figure; past it, it
+    never rounds down under it."""
+    used, trigger = round(100 * tokens / window), round(100 * at / window)
+    if tokens < at and used >= trigger:
+        used = trigger - 1
+    elif tokens >= at and used < trigger:
+        used = trigger
+    return used / 100
 
 
 def context_report(agent: CodingAgent) -> str:
@@ -341,6 +362,8 @@ def _preparation_lines(status: CompactionStatus) -> list[str]:
         counts.append(f"{done.cancelled} cancelled")
     if done.fallbacks:
         counts.append(f"{done.fallbacks} summarized at the trigger instead")
+    if done.not_applied:
+        counts.append(f"{done.not_applied} written for a review and not applied")
     lines = [line, f"  this run: {', '.join(counts)}"]
     if done.discarded_calls:
         usage = done.discarded_usage

@@ -4,7 +4,7 @@ the tools, a minimal reply and some conversation; kept in the session for ``-c``
 from __future__ import annotations
 
 import contextlib
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from agentloop._core.validation import DEFAULT_THRESHOLD
 from agentloop._errors import ConfigurationError
@@ -12,6 +12,8 @@ from agentloop._errors import ConfigurationError
 if TYPE_CHECKING:
     from agentloop._adapters.windows import ModelLimits
     from agentloop._agent.agent import CodingAgent
+    from agentloop._core.model import ModelResponse
+    from agentloop._core.results import CompactionTransition
     from agentloop._sessions import SessionStore
 
 MIN_CONVERSATION_TOKENS = 1_000
@@ -77,10 +79,52 @@ def remembered_window(store: SessionStore, session_id: str) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
-def remember_window(store: SessionStore, session_id: str, window: int) -> None:
-    """Keep ``window`` (given with ``--context-window``) for the next ``-c``/``-r``."""
-    from agentloop._sessions import SessionError
+def session_choices(store: SessionStore, agent: CodingAgent, window: int | None) -> SessionChoices:
+    """The :class:`SessionChoices` of this run, listening to the agent."""
+    from agentloop._loop.events import LoopEvents
 
-    with contextlib.suppress(SessionError):  # only a convenience for the next -c/-r
-        if remembered_window(store, session_id) != window:
-            store.update_session(session_id, metadata={WINDOW_KEY: window})
+    class _Listener(LoopEvents):
+        def on_reply(self, response: ModelResponse) -> None:
+            choices.sync()
+
+        def on_transition(self, transition: CompactionTransition) -> None:
+            choices.sync()
+
+    choices = SessionChoices(store, agent, window)
+    agent.subscribe(_Listener())
+    return choices
+
+
+class SessionChoices:
+    """What the user chose for this run, written into every session it runs on as soon as the
+    session exists (its first reply, a compaction's child, ``/clear``'s fresh conversation,
+    ``/model``): the window given with ``--context-window`` (or kept from the resumed session)
+    and the model the session runs on. ``-c``/``-r`` read them back; a crash loses nothing
+    that was written."""
+
+    def __init__(self, store: SessionStore, agent: CodingAgent, window: int | None) -> None:
+        self._store = store
+        self._agent = agent
+        self._window = window
+        self._written: set[tuple[str, str]] = set()
+
+    def sync(self) -> None:
+        """Write the choices into the session the agent is on, once per session and model."""
+        from agentloop._sessions import SessionError
+
+        agent = self._agent
+        if not agent.saved or agent.unsaved:
+            return
+        key = (agent.session_id, agent.model_name)
+        if key in self._written:
+            return
+        with contextlib.suppress(SessionError):  # only a convenience for the next -c/-r
+            session = self._store.get_session(agent.session_id)
+            changes: dict[str, Any] = {}
+            if self._window is not None and session.metadata.get(WINDOW_KEY) != self._window:
+                changes["metadata"] = {WINDOW_KEY: self._window}
+            if session.model != agent.model_name:
+                changes["model"] = agent.model_name
+            if changes:
+                self._store.update_session(agent.session_id, **changes)
+            self._written.add(key)

@@ -17,6 +17,11 @@ The request is the conversation up to a cut (same model, system and tools) with
   When the history ends with a reply (``/compact`` between turns), it waits for the next user
   message (:meth:`~agentloop._loop.conversation_compacter.ConversationCompacter.carried`).
 
+A loop that has the API summarize by itself (the SDK's tool runner, whose
+``compact_before_next_turn()`` summarizes the whole history) gets the same record from
+:func:`adopted_steps`: the child ``[block]``, what is carried waiting for the next user turn,
+the child measured, the breaker judged, the figures and their sources.
+
 Everything here is pure but :func:`api_compaction_steps`, which yields the model call.
 """
 
@@ -25,10 +30,12 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from agentloop._core.blocks import is_text, text_block
+from agentloop._core.context import CompactionDecision
 from agentloop._core.cut_and_prune import Split
-from agentloop._core.effects import CallModel, Steps, perform
+from agentloop._core.effects import CallModel, RunHooks, Steps, perform
 from agentloop._core.messages import (
     COMPACTION,
     ContentBlock,
@@ -47,7 +54,8 @@ from agentloop._core.model import (
     OnDemandCompaction,
 )
 from agentloop._core.prefix import carried_blocks
-from agentloop._core.strategy import Built, Job
+from agentloop._core.preserved_state import with_ledger
+from agentloop._core.strategy import Budget, Built, Job, Meter
 from agentloop._core.summary import SUMMARIZER_SYSTEM
 from agentloop._errors import CompactionFailed
 
@@ -70,6 +78,8 @@ CARRIED_OPEN = (
 )
 PINNED_MARK = "[pinned {role} message]"
 REQUEST_MARK = "[the user's latest request, verbatim]"
+_PARTS = re.compile(r"\n\n(?=\[pinned |" + re.escape(REQUEST_MARK) + ")")
+"""Where a carried message's text opens a pinned message or the latest request."""
 # The models that read mid-conversation ``role: "system"`` messages (the docs list Fable and
 # Mythos 5 and later, Opus 4.8 and later, Sonnet 5.5 and Haiku 5.5 — not Sonnet 5): a family
 # and the first version of it that does. Later versions of a family are taken to keep it.
@@ -219,10 +229,11 @@ def carried_over(msgs: Sequence[Message], cut: int, state: str) -> Carried:
     request: tuple[ContentBlock, ...] = ()
     for message in msgs[:cut]:
         if message.role == "system":  # an earlier carried message: its pins and request
-            for block in message.content:
-                text = str(block.get("text", ""))
+            # (``carried_text`` wrote them as paragraphs of one text: each is read back)
+            parts = (p for b in message.content for p in _PARTS.split(str(b.get("text", ""))))
+            for text in parts:
                 if text.startswith("[pinned "):
-                    pinned.append(dict(block))
+                    pinned.append(dict(text_block(text)))
                 elif text.startswith(REQUEST_MARK):
                     request = (dict(text_block(text[len(REQUEST_MARK) :].strip())),)
         elif message.pinned:
@@ -344,3 +355,45 @@ def swapped_steps(
     later = carried_message(carried) if carried and child[-1].role == "assistant" else None
     text = str(block.get("content", ""))
     return Built(child, measured, API_SUMMARY, text, Split(cut), prepared=prepared, later=later)
+
+
+ADOPTED_NOTE = (
+    "the summary was written by the API at the request of the caller's loop (the SDK's tool "
+    "runner): the whole history was summarized, nothing kept"
+)
+
+
+def adopted_steps(
+    meter: Meter,
+    msgs: Sequence[Message],
+    block: ContentBlock,
+    *,
+    decision: CompactionDecision,
+    system: str,
+    tools: Sequence[dict[str, Any]],
+    spent: Usage | None,
+) -> Steps[tuple[Job, Built]]:
+    """The child of ``block``, a summary of all of ``msgs`` that the caller's loop got: the
+    hooks run, the ledger joins their state, what is carried waits in ``Built.later`` (the
+    child ``[block]`` ends with a reply), the child is measured; the job, for the record."""
+    budget = Budget.of(decision, meter.settings, meter.context_window)
+    split = Split(len(msgs))
+    hooks = yield from perform(RunHooks(tuple(meter.hooks)))
+    hooks = with_ledger(hooks, msgs, meter)  # nothing is kept: every call is the ledger's
+    job = Job(
+        meter,
+        msgs,
+        decision,
+        budget=budget,
+        split=split,
+        smallest=split,
+        state=hooks.state,
+        system=system,
+        tools=tools,
+    )
+    job.warnings.extend(hooks.warnings)
+    if spent is not None:
+        job.spent.append(spent)
+    built = yield from swapped_steps(job, len(msgs), block)
+    job.notes.append(ADOPTED_NOTE)
+    return job, built

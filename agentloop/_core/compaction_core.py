@@ -89,6 +89,7 @@ from agentloop._core.strategy_prune import PruneStrategy
 from agentloop._core.strategy_server import ServerStrategy
 from agentloop._core.strategy_summary import SummarizeStrategy
 from agentloop._core.strategy_window import SlidingWindowStrategy
+from agentloop._core.tool_facts import ToolFacts
 from agentloop._core.validation import DEFAULT_MAX_TOKENS, validate_window
 
 BUILTIN: tuple[Strategy, ...] = (
@@ -139,6 +140,7 @@ class CompactionCore:
         self.max_output_tokens = max_output_tokens
         self.settings = settings or CompactionSettings()
         self.hooks = list(hooks)
+        self.tool_facts = ToolFacts()  # what the calls did: the facts the ledger carries
         self.calibration = calibration
         self.counter = counter
         self._estimates: dict[int, tuple[Message, int]] = {}
@@ -367,7 +369,7 @@ class CompactionCore:
         if cuts is None:
             return "nothing to compact: no safe cut point"
         hooks = yield from perform(RunHooks(tuple(self.hooks)))
-        hooks = with_ledger(hooks, msgs, self.context_window, self.counter_text)
+        hooks = with_ledger(hooks, msgs, self, cuts[1].tail_start)
         job = Job(
             self,
             msgs,

@@ -16,12 +16,14 @@ check the disk itself before saying so (``agentloop._agent.files``).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from agentloop._core.blocks import is_text, is_tool_result, is_tool_use, tool_result_text
+from agentloop._core.cut_and_prune import PRUNED_MARKER
 from agentloop._core.messages import Message
+from agentloop._core.tool_facts import CommandRan, FileTouched, ToolCall, ToolFact, ToolFacts
 
 __all__ = [
     "LEDGER_CLOSE",
@@ -29,11 +31,8 @@ __all__ = [
     "CommandFact",
     "FileFact",
     "Ledger",
-    "command_outcome",
     "derive",
-    "error_lines",
     "find_ledger",
-    "ledger_budget",
     "parse",
     "render",
     "shorten_request",
@@ -49,15 +48,13 @@ _HEAD = (
 REQUEST_CHARS = 400
 """A request longer than this is shown by its head, with a search that finds the rest."""
 COMMAND_CHARS = 240
-ERROR_CHARS = 300
-_PRUNED = "[tool output pruned during compaction"
 
-Last = Literal["read", "written", "edited", "partial"]
+Last = Literal["read", "written", "edited", "partial", "deleted"]
 
 
 @dataclass(frozen=True, slots=True)
 class FileFact:
-    """One file a file tool touched: what was done to it, and what was done last."""
+    """One path a tool touched: what was done to it, and what was done last."""
 
     path: str
     created: bool = False
@@ -68,23 +65,30 @@ class FileFact:
     @property
     def state(self) -> str:
         """Whether the content the model last saw in full is still current (as far as the
-        file tools know)."""
+        tools know)."""
         if self.last == "read":
             return "unchanged since read"
         if self.last == "written":
             return "unchanged since written"
         if self.last == "partial":
             return "partly read"
+        if self.last == "deleted":
+            return "deleted"
         return "changed since read" if self.read else ""
 
 
 @dataclass(frozen=True, slots=True)
 class CommandFact:
-    """A command line and how its latest run ended (``exit 0``, ``ok``, ``timed out``...).
-    Runs are not counted: replaying turns a ledger already holds must change nothing."""
+    """A command line, how its latest run ended (``exit 0``, ``ok``, ``timed out``...), and
+    how many runs the ledger has replayed (repeats are folded into one line)."""
 
     command: str
     outcome: str
+    runs: int = 1
+
+    @property
+    def failed(self) -> bool:
+        return self.outcome not in ("exit 0", "ok")
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,63 +106,34 @@ class Ledger:
     requests: tuple[str, ...] = ()
     omitted: Mapping[str, int] = field(default_factory=dict)
     """How many entries of each section the budget left out (they stay searchable)."""
+    hints: Mapping[str, str] = field(default_factory=dict)
+    """Per section with entries left out: the search that finds them."""
+    counted_through: str = ""
+    """The id of the last tool call whose run the commands' counts include: a later replay
+    of the same calls (kept turns, a pruned history) counts none of them twice."""
 
     @property
     def empty(self) -> bool:
         return not (self.files or self.commands or self.errors or self.todos or self.requests)
 
 
-# -- what tool results say ------------------------------------------------------------------
-
-_EXIT = re.compile(r"\[exit code (-?\d+)\]\s*$")
-_KILLED = re.compile(r"\[killed by (\w+)\]\s*$")
-_ERROR_LINE = re.compile(
-    r"^(?:E\s+)?(?:\S+:\d+(?::\d+)?: (?:error|[A-Z]{1,4}\d{2,4})\b.*"
-    r"|FAILED \S.*"
-    r"|[\w.]*(?:Error|Exception)\b: .*)$"
-)
-_FRAME = re.compile(r'^\s*File "[^"]+", line \d+, in \S+$')
-_FAILED = re.compile(r"^FAILED (\S+)")
-
-
-def command_outcome(text: str, is_error: bool) -> str:
-    """How a command ended, read from its result (the shell tool's own markers)."""
-    tail = text.rstrip()[-200:]
-    if (match := _EXIT.search(tail)) is not None:
-        return f"exit {match[1]}"
-    if (match := _KILLED.search(tail)) is not None:
-        return f"killed by {match[1]}"
-    if "[timed out after " in tail:
-        return "timed out"
-    if text.startswith(("the user declined to run:", "not run:")):
-        return "not run"
-    return "error" if is_error else "ok"
-
-
-def error_lines(text: str) -> list[str]:
-    """The lines of a tool output that name an error: exception lines, ``FAILED`` tests,
-    linter and type-checker errors, and the deepest frame of each traceback."""
-    out: list[str] = []
-    frame: str | None = None
-    for raw in text.splitlines():
-        line = raw.strip()
-        if _FRAME.match(raw):
-            frame = line
-            continue
-        if _ERROR_LINE.match(line):
-            if frame is not None:
-                out.append(frame)
-            out.append(re.sub(r"^E\s+", "", line)[:ERROR_CHARS])
-            frame = None
-        elif frame is not None and not raw.startswith("    "):
-            out.append(frame)  # a traceback whose error line is not one we recognise
-            frame = None
-    if frame is not None:
-        out.append(frame)
-    return list(dict.fromkeys(out))
-
-
 _SHORTENED = re.compile(r' \[… [\d,]+ more characters: search_history "[^"]*"\]$')
+_QUERY_WORD = re.compile(r"[A-Za-z][A-Za-z0-9_]{2,}")
+_STOP = frozenset(
+    re.findall(
+        r"\w+",
+        "the and for that this with from you your are was were have has not but can will into "
+        "also just then than them they what when where which who why how all any our out use "
+        "please could would should there their about again",
+    )
+)
+
+
+def query_words(text: str, words: int = 5) -> str:
+    """A search that finds ``text``: its first distinctive words (no stop words, no fragments
+    shorter than three letters)."""
+    found = [w for w in _QUERY_WORD.findall(text[:600]) if w.lower() not in _STOP]
+    return " ".join(dict.fromkeys(found[:words]))
 
 
 def shorten_request(text: str, limit: int = REQUEST_CHARS) -> str:
@@ -168,10 +143,8 @@ def shorten_request(text: str, limit: int = REQUEST_CHARS) -> str:
     if len(text) <= limit or _SHORTENED.search(text):
         return text
     head = text[: limit - 100].rstrip()
-    words = re.findall(r"[A-Za-z0-9_]{3,}", text[:200])[:5]
-    return (
-        f'{head} [… {len(text) - len(head):,} more characters: search_history "{" ".join(words)}"]'
-    )
+    more = len(text) - len(head)
+    return f'{head} [… {more:,} more characters: search_history "{query_words(text)}"]'
 
 
 def _one_line(text: str, limit: int) -> str:
@@ -180,6 +153,9 @@ def _one_line(text: str, limit: int) -> str:
 
 
 # -- replaying a history --------------------------------------------------------------------
+
+
+_LAST_OF: dict[str, Last] = {"read": "read", "edited": "edited", "deleted": "deleted"}
 
 
 class _Builder:
@@ -191,64 +167,64 @@ class _Builder:
         self.todos = start.todos
         self.requests = dict.fromkeys(start.requests)
         self.omitted = dict(start.omitted)
+        self.hints = dict(start.hints)
+        self.counted_through = start.counted_through
 
-    def file(self, path: str, last: Last, *, created: bool = False) -> None:
+    def file(self, touched: FileTouched, kept: bool) -> None:
+        path, action = touched.path, touched.action
+        old = self.files.get(path)
+        if kept and old is None:
+            return  # the kept tail shows it verbatim
+        if action == "read_part":
+            fact = old or FileFact(path, last="partial")
+            self.files.pop(path, None)
+            last: Last = "partial" if fact.last == "partial" or old is None else fact.last
+            self.files[path] = replace(fact, read=True, last=last)
+            return
+        last = _LAST_OF.get(action, "written")
+        created = action == "created" or (action == "written" and old is None)
         old = self.files.pop(path, None) or FileFact(path)
+        # a write of unknown kind to a file created here is that file written again
+        changed = action in ("overwritten", "edited", "deleted") or (
+            action == "written" and not old.created
+        )
         self.files[path] = replace(
             old,
             created=old.created or created,
-            modified=old.modified or (last in ("written", "edited") and not created),
-            read=old.read or last in ("read", "partial"),
+            modified=old.modified or (changed and not created),
+            read=old.read or last == "read",
             last=last,
         )
 
-    def tool(self, name: str, tool_input: Mapping[str, Any], text: str, is_error: bool) -> None:
-        path = tool_input.get("path")
-        pruned = text.startswith(_PRUNED)
-        if name in ("read_file", "write_file", "edit_file") and isinstance(path, str):
-            if is_error:
-                return
-            if name == "read_file":
-                whole = tool_input.get("offset") in (None, 1) and tool_input.get("limit") is None
-                old = self.files.get(path)
-                self.file(path, "read" if whole else "partial")
-                if not whole and old is not None and old.last != "partial":
-                    self.files[path] = replace(self.files[path], last=old.last)
-            elif name == "write_file":
-                if "overwrote existing file" in text:
-                    new = False
-                elif "new file" in text or "created successfully" in text:
-                    new = True
-                else:
-                    new = path not in self.files
-                self.file(path, "written", created=new)
-            else:
-                self.file(path, "edited")
-        elif name == "run_command" and isinstance(tool_input.get("command"), str):
-            command = _one_line(tool_input["command"], COMMAND_CHARS)
-            ran = self.commands.pop(command, None)
-            outcome = command_outcome(text, is_error)
-            if pruned and ran is not None:
-                outcome = ran.outcome
-            self.commands[command] = CommandFact(command, outcome)
-            if pruned:
-                return
-            for line in error_lines(text):
+    def command(self, ran: CommandRan, pruned: bool, kept: bool, counts: bool) -> None:
+        command = _one_line(ran.command, COMMAND_CHARS)
+        old = self.commands.get(command)
+        if kept and old is None:
+            return  # the kept tail shows it verbatim
+        outcome = old.outcome if pruned and old is not None else ran.outcome
+        runs = (old.runs if old is not None else 0) + (1 if counts else 0)
+        self.commands.pop(command, None)
+        self.commands[command] = CommandFact(command, outcome, max(runs, 1))
+        if pruned:
+            return
+        if not kept:
+            for line in ran.errors:
                 self.errors.pop(line, None)
                 self.errors[line] = None
-            failed = tuple(dict.fromkeys(m[1] for m in map(_FAILED.match, text.splitlines()) if m))
-            if failed:
-                self.failing, self.failing_command = failed, command
-            elif command == self.failing_command and outcome in ("exit 0", "ok"):
-                self.failing, self.failing_command = (), ""
-        elif name == "todo_write" and not is_error:
-            todos = tool_input.get("todos")
-            if isinstance(todos, list):
-                self.todos = tuple(
-                    (str(t.get("status", "pending")), _one_line(str(t.get("content", "")), 300))
-                    for t in todos
-                    if isinstance(t, Mapping)
-                )
+        if ran.tests:
+            if not kept:
+                self.failing, self.failing_command = ran.tests, command
+        elif command == self.failing_command and (ran.tests == () or ran.succeeded):
+            self.failing, self.failing_command = (), ""
+
+    def tool(self, facts: tuple[ToolFact, ...], pruned: bool, kept: bool, counts: bool) -> None:
+        for fact in facts:
+            if isinstance(fact, FileTouched):
+                self.file(fact, kept)
+            elif isinstance(fact, CommandRan):
+                self.command(fact, pruned, kept, counts and not kept)
+            else:
+                self.todos = tuple((s, _one_line(c, 300)) for s, c in fact.items)
 
     def request(self, text: str) -> None:
         if text.strip():
@@ -266,31 +242,73 @@ class _Builder:
             todos=self.todos,
             requests=tuple(self.requests),
             omitted=self.omitted,
+            hints=self.hints,
+            counted_through=self.counted_through,
         )
 
 
-def derive(messages: Sequence[Message], start: Ledger | None = None) -> Ledger:
-    """The ledger of ``messages``, on top of ``start`` (default: the ledger an earlier
-    compaction left in them, see :func:`find_ledger`). Replaying what an earlier ledger already
-    holds changes nothing, so the whole history can be replayed every time."""
-    builder = _Builder(start if start is not None else find_ledger(messages) or Ledger())
-    calls: dict[str, tuple[str, Mapping[str, Any]]] = {}
-    for message in messages:
+def calls(messages: Sequence[Message]) -> Iterator[tuple[int, ToolCall]]:
+    """Every answered tool call of ``messages`` outside agentloop's own carried messages: the
+    index of the message holding its result, and the call."""
+    pending: dict[str, tuple[str, Mapping[str, Any]]] = {}
+    for index, message in enumerate(messages):
         if message.summary is not None or message.role not in ("user", "assistant"):
             continue  # a compaction prefix or a system message: agentloop's, not the user's
         for block in message.content:
             if is_tool_use(block):
                 tool_input = block.get("input")
-                calls[str(block.get("id"))] = (
+                pending[str(block.get("id"))] = (
                     str(block.get("name")),
                     tool_input if isinstance(tool_input, Mapping) else {},
                 )
             elif is_tool_result(block):
-                call = calls.pop(str(block.get("tool_use_id")), None)
+                call = pending.pop(str(block.get("tool_use_id")), None)
                 if call is not None:
                     text = tool_result_text(block)
-                    builder.tool(call[0], call[1], text, bool(block.get("is_error")))
-            elif message.role == "user" and is_text(block):
+                    is_error, call_id = bool(block.get("is_error")), str(block.get("tool_use_id"))
+                    yield index, ToolCall(call[0], call[1], text, is_error, call_id)
+
+
+PRUNED_PREFIX = PRUNED_MARKER.partition(":")[0]
+
+
+def is_pruned(call: ToolCall) -> bool:
+    """Whether agentloop pruned the call's result in an earlier compaction (its outcome is
+    then the one the ledger already holds)."""
+    return call.result.startswith(PRUNED_PREFIX)
+
+
+def derive(
+    messages: Sequence[Message],
+    start: Ledger | None = None,
+    *,
+    facts: ToolFacts | None = None,
+    kept_from: int | None = None,
+) -> Ledger:
+    """The ledger of ``messages``, on top of ``start`` (default: the ledger an earlier
+    compaction left in them, see :func:`find_ledger`), from what ``facts`` recognizes of each
+    tool call. From ``kept_from`` on (the tail a compaction keeps verbatim) nothing new is
+    added and nothing counted: only the state of what the ledger already lists is brought up
+    to date (a file edited since, a command's latest outcome, the todo list). Replaying the
+    kept tail again later counts it once, when it is compacted in turn."""
+    builder = _Builder(start if start is not None else find_ledger(messages) or Ledger())
+    registry = facts if facts is not None else ToolFacts()
+    tail = len(messages) if kept_from is None else kept_from
+    answered = list(calls(messages))
+    marker = builder.counted_through
+    counting = not any(call.id == marker for _, call in answered)  # else: from the marker on
+    for index, call in answered:
+        recognized = registry.recognize(call)
+        if recognized:
+            builder.tool(recognized, is_pruned(call), index >= tail, counting)
+        counting = counting or call.id == marker
+        if index < tail:
+            builder.counted_through = call.id
+    for message in messages[:tail]:
+        if message.summary is not None or message.role != "user":
+            continue
+        for block in message.content:
+            if is_text(block):
                 text = str(block.get("text", ""))
                 # agentloop's own carried state is no request, whatever its role
                 if LEDGER_OPEN not in text and not text.startswith("<preserved-state>"):
@@ -298,11 +316,13 @@ def derive(messages: Sequence[Message], start: Ledger | None = None) -> Ledger:
     return builder.ledger()
 
 
-# -- rendering, reading back, the budget ----------------------------------------------------
+# -- rendering, reading back ---------------------------------------------------------------
 
 TODO_MARKS = {"completed": "[x]", "in_progress": "[ ] (in progress)", "pending": "[ ]"}
 """How a todo's state is written where the model reads it (the ledger, the receipt)."""
-_SECTIONS = ("Files", "Commands", "Errors", "Failing tests", "Todos", "User requests")
+SECTIONS = ("Files", "Commands", "Errors", "Failing tests", "Todos", "User requests")
+DEFAULT_HINTS = {"Errors": "Error", "Failing tests": "FAILED"}
+"""The search for a section's left-out entries when the budget named none."""
 
 
 def _file_line(fact: FileFact) -> str:
@@ -312,28 +332,25 @@ def _file_line(fact: FileFact) -> str:
     return f"- {', '.join(done) or 'read'}{state}: {fact.path}"
 
 
+def command_line(fact: CommandFact) -> str:
+    """A command as the ledger lists it: repeats folded into one line."""
+    if fact.runs > 1:
+        return f"- ×{fact.runs}, last {fact.outcome}: {fact.command}"
+    return f"- {fact.outcome}: {fact.command}"
+
+
 def _lines(ledger: Ledger) -> dict[str, list[str]]:
     failing = [f"- {test}" for test in ledger.failing]
     if failing:
         failing.insert(0, f"- by: {ledger.failing_command}")
     return {
         "Files": [_file_line(f) for f in ledger.files],
-        "Commands": [f"- {c.outcome}: {c.command}" for c in ledger.commands],
+        "Commands": [command_line(c) for c in ledger.commands],
         "Errors": [f"- {line}" for line in ledger.errors],
         "Failing tests": failing,
         "Todos": [f"- {TODO_MARKS.get(s, '[ ]')} {c}" for s, c in ledger.todos],
         "User requests": ["- " + shorten_request(r).replace("\n", "\n  ") for r in ledger.requests],
     }
-
-
-_SEARCH = {
-    "Files": "read_file",
-    "Commands": "run_command",
-    "Errors": "Error",
-    "Failing tests": "FAILED",
-    "Todos": "todo_write",
-    "User requests": "search_history with the user's words",
-}
 
 
 def render(ledger: Ledger) -> str:
@@ -342,6 +359,8 @@ def render(ledger: Ledger) -> str:
     if ledger.empty:
         return ""
     parts = [LEDGER_OPEN, _HEAD]
+    if ledger.counted_through and ledger.commands:
+        parts.append(f"(runs counted through call {ledger.counted_through})")
     for name, lines in _lines(ledger).items():
         left = ledger.omitted.get(name, 0)
         if not lines and not left:
@@ -349,7 +368,8 @@ def render(ledger: Ledger) -> str:
         parts.append(f"### {name}")
         parts.extend(lines)
         if left:
-            parts.append(f"- … {left} older left out: search_history {_SEARCH[name]!r}")
+            hint = ledger.hints.get(name) or DEFAULT_HINTS.get(name, name.lower())
+            parts.append(f"- … {left} older left out: search_history {hint}")
     parts.append(LEDGER_CLOSE)
     return "\n".join(parts)
 
@@ -357,11 +377,12 @@ def render(ledger: Ledger) -> str:
 _FILE = re.compile(
     r"^- (?P<done>(?:created|modified|read)(?:, (?:modified|read))*)"
     r"(?: · (?P<state>unchanged since read|unchanged since written|changed since read"
-    r"|partly read))?"
+    r"|partly read|deleted))?"
     r": (?P<path>.+)$"
 )
-_COMMAND = re.compile(r"^- (?P<outcome>[a-z][\w -]*?): (?P<command>.+)$")
-_OMITTED = re.compile(r"^- … (\d+) older left out: search_history ")
+_COMMAND = re.compile(r"^- (?:×(?P<runs>\d+), last )?(?P<outcome>[a-z][\w -]*?): (?P<command>.+)$")
+_COUNTED = re.compile(r"^\(runs counted through call (\S+)\)$", re.M)
+_OMITTED = re.compile(r"^- … (\d+) older left out: search_history (.+)$")
 _TODO = re.compile(r"^- \[(?P<x>[x ])\] (?P<progress>\(in progress\) )?(?P<content>.+)$")
 _FOUND = re.compile(re.escape(LEDGER_OPEN) + r"\n(.*?)\n" + re.escape(LEDGER_CLOSE), re.S)
 
@@ -380,17 +401,19 @@ def parse(text: str) -> Ledger | None:
             current[-1] += "\n" + line[2:]
         elif current is not None and line.startswith("- "):
             current.append(line)
+    counted = _COUNTED.search(found[-1])
     omitted: dict[str, int] = {}
+    hints: dict[str, str] = {}
     for name, lines in sections.items():
         for line in list(lines):
             if (match := _OMITTED.match(line)) is not None:
-                omitted[name] = int(match[1])
+                omitted[name], hints[name] = int(match[1]), match[2]
                 lines.remove(line)
     failing = sections.get("Failing tests", [])
     return Ledger(
         files=tuple(_read_file(line) for line in sections.get("Files", []) if _FILE.match(line)),
         commands=tuple(
-            CommandFact(m["command"], m["outcome"])
+            CommandFact(m["command"], m["outcome"], int(m["runs"] or 1))
             for m in map(_COMMAND.match, sections.get("Commands", []))
             if m is not None
         ),
@@ -407,6 +430,8 @@ def parse(text: str) -> Ledger | None:
         ),
         requests=tuple(line[2:] for line in sections.get("User requests", [])),
         omitted=omitted,
+        hints=hints,
+        counted_through=counted[1] if counted else "",
     )
 
 
@@ -414,6 +439,7 @@ _LAST: dict[str, Last] = {
     "unchanged since read": "read",
     "unchanged since written": "written",
     "partly read": "partial",
+    "deleted": "deleted",
 }
 
 
@@ -434,74 +460,3 @@ def find_ledger(messages: Iterable[Message]) -> Ledger | None:
             if is_text(block) and LEDGER_OPEN in str(block.get("text", "")):
                 found = parse(str(block.get("text", ""))) or found
     return found
-
-
-def ledger_budget(context_window: int) -> int:
-    """The ledger's default token budget: 4 % of the window, at most 8,000 tokens (a small
-    window gives it little: what the budget cuts stays searchable)."""
-    return min(8_000, context_window // 25)
-
-
-def _tokens(text: str) -> int:
-    return len(text) // 3 + 1  # deliberately high (3 characters a token): no tokenizer here
-
-
-def within(ledger: Ledger, budget_tokens: int, count: Callable[[str], int] = _tokens) -> Ledger:
-    """``ledger`` cut to ``budget_tokens``. What goes first, oldest first within each step:
-    error lines beyond the newest 10, commands beyond the newest 10, requests beyond the newest
-    5, files only read, then the rest of the errors and commands. Files created or modified,
-    the todo list, the failing tests and the newest request are never cut. What is cut is
-    counted in the ledger ("… N older left out") and stays searchable."""
-    steps: tuple[tuple[str, int], ...] = (
-        ("errors", 10),
-        ("commands", 10),
-        ("requests", 5),
-        ("reads", 0),
-        ("errors", 0),
-        ("commands", 0),
-        ("requests", 1),
-    )
-    for section, keep in steps:
-        while count(render(ledger)) > budget_tokens:
-            cut = _cut_one(ledger, section, keep)
-            if cut is None:
-                break
-            ledger = cut
-    return ledger
-
-
-def _cut_one(ledger: Ledger, section: str, keep: int) -> Ledger | None:
-    omitted = dict(ledger.omitted)
-    if section == "reads":
-        index = next(
-            (i for i in range(len(ledger.files) - 1, -1, -1) if _only_read(ledger.files[i])),
-            None,
-        )
-        if index is None:
-            return None
-        omitted["Files"] = omitted.get("Files", 0) + 1
-        files = ledger.files[:index] + ledger.files[index + 1 :]
-        return replace(ledger, files=files, omitted=omitted)
-    name = {"errors": "Errors", "commands": "Commands", "requests": "User requests"}[section]
-    values: tuple[Any, ...] = getattr(ledger, section)
-    if len(values) <= keep:
-        return None
-    omitted[name] = omitted.get(name, 0) + 1
-    if section == "errors":
-        return replace(ledger, errors=ledger.errors[1:], omitted=omitted)
-    if section == "commands":
-        return replace(ledger, commands=ledger.commands[1:], omitted=omitted)
-    return replace(ledger, requests=ledger.requests[1:], omitted=omitted)
-
-
-def _only_read(fact: FileFact) -> bool:
-    return fact.read and not (fact.created or fact.modified)
-
-
-def ledger_text(
-    messages: Sequence[Message],
-    budget_tokens: int,
-    count: Callable[[str], int] = _tokens,
-) -> str:
-    """The rendered ledger of ``messages`` within ``budget_tokens`` ('' when there is none)."""
-    return render(within(derive(messages), budget_tokens, count))

@@ -47,7 +47,7 @@ def plan_steps(
         note = "nothing to compact: no safe cut point"
         return CompactionPlan(decision=decision, strategy=NOTHING, note=note)
     hooks = yield from perform(RunHooks(tuple(meter.hooks)))
-    hooks = with_ledger(hooks, msgs, meter.context_window, meter.counter_text)
+    hooks = with_ledger(hooks, msgs, meter, cuts[1].tail_start)
     scale = _scale(meter, msgs, decision, system, tools)
 
     def job(allowance: int, target: float) -> PreviewJob:

@@ -84,6 +84,9 @@ class Preparation:
     failed: int = 0
     cancelled: int = 0
     """Requests stopped while in flight (Ctrl-C, the session ended): what they cost is not known."""
+    not_applied: int = 0
+    """Compactions worked out and not applied (a review redone or aborted): their summary
+    requests were billed; their usage is counted with the discarded ones'."""
     fallbacks: int = 0
     """Compactions at the trigger that could not use a prepared summary and summarized then."""
     spent: Usage = field(default_factory=Usage)
@@ -165,8 +168,9 @@ class Preparation:
 
     def count_discarded(self, usage: Usage, calls: int, reason: str) -> None:
         """Summary requests made for a compaction that was not applied (a reviewed one the
-        user dropped): counted as discarded, with what they used."""
-        self.discarded += 1
+        user dropped): counted apart from the background's (``not_applied``), with what they
+        used, beside the discarded ones' cost."""
+        self.not_applied += 1
         self.discarded_usage = self.discarded_usage + usage
         self.discarded_calls += calls
         unreported, count = self._unreported

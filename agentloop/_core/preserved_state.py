@@ -12,9 +12,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
-from agentloop._core.ledger import ledger_budget, ledger_text
+from agentloop._core.ledger_fit import ledger_budget, ledger_text
 from agentloop._core.messages import Message
+from agentloop._core.tool_facts import ToolFacts
 
 LEDGER_SECTION = "ledger"
 
@@ -38,16 +40,36 @@ class HookOutput:
     """The names of the hooks that gave state."""
 
 
+class LedgerSource(Protocol):
+    """What the ledger of a compaction reads of its compacter."""
+
+    context_window: int
+    tool_facts: ToolFacts
+
+    def counter_text(self, text: str) -> int: ...
+
+
+def ledger_of(
+    messages: Sequence[Message], source: LedgerSource, kept_from: int | None = None
+) -> str:
+    """The artifact ledger a compaction of ``messages`` carries ('' when there is none), within
+    its budget (:func:`~agentloop._core.ledger_fit.ledger_budget`); ``kept_from``: where the
+    tail the compaction keeps verbatim starts."""
+    budget = ledger_budget(source.context_window)
+    return ledger_text(
+        messages, budget, source.counter_text, facts=source.tool_facts, kept_from=kept_from
+    )
+
+
 def with_ledger(
     hooks: HookOutput,
     messages: Sequence[Message],
-    context_window: int,
-    count: Callable[[str], int] | None = None,
+    source: LedgerSource,
+    kept_from: int | None = None,
 ) -> HookOutput:
-    """The preserved state of a compaction of ``messages``: the ledger (within its budget, see
-    :func:`~agentloop._core.ledger.ledger_budget`), then what the hooks rendered."""
-    budget = ledger_budget(context_window)
-    text = ledger_text(messages, budget) if count is None else ledger_text(messages, budget, count)
+    """The preserved state of a compaction of ``messages``: the ledger (see :func:`ledger_of`),
+    then what the hooks rendered."""
+    text = ledger_of(messages, source, kept_from)
     if not text:
         return hooks
     state = f"{text}\n\n{hooks.state}" if hooks.state.strip() else text

@@ -19,15 +19,15 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from agentloop._core.blocks import (
-    Block,
     is_compaction,
     is_text,
     is_tool_result,
     is_tool_use,
     tool_result_text,
 )
-from agentloop._core.ledger import TODO_MARKS, command_outcome, error_lines
+from agentloop._core.ledger import TODO_MARKS, calls, is_pruned
 from agentloop._core.messages import Message
+from agentloop._core.tool_facts import CommandRan, FileTouched, ToolFacts
 
 __all__ = [
     "KINDS",
@@ -55,7 +55,6 @@ REQUEST_HEAD = 300
 expected whole in a context."""
 TYPED_MAX = 2_000
 """Numbers are taken from requests up to this long (what a person typed, not a paste)."""
-_FILE_TOOLS = ("read_file", "write_file", "edit_file")
 _NUMBER = re.compile(r"\d[\d,._:]*\d|\d|\d+(?:s|ms|kb|mb|gb|%)", re.I)
 _WORD = re.compile(r"[A-Za-z0-9_]{2,}")
 _TERM = re.compile(r"[^\W_]+")
@@ -130,60 +129,65 @@ def _requests(message: Message) -> list[str]:
     ]
 
 
-def _calls(history: Sequence[Message]) -> Iterable[tuple[int, str, Mapping[str, Any], Block]]:
-    """Every answered tool call: the index of its result's message, name, input and result."""
-    pending: dict[str, tuple[str, Mapping[str, Any]]] = {}
-    for index, message in enumerate(history):
-        for block in message.content:
-            if is_tool_use(block):
-                value = block.get("input")
-                pending[str(block.get("id"))] = (
-                    str(block.get("name")),
-                    value if isinstance(value, Mapping) else {},
-                )
-            elif is_tool_result(block):
-                call = pending.pop(str(block.get("tool_use_id")), None)
-                if call is not None:
-                    yield index, call[0], call[1], block
+@dataclass(frozen=True, slots=True)
+class SpanFacts:
+    """The facts of a span, and the calls in it that no recognizer knew (by tool name)."""
+
+    facts: list[Fact]
+    undeclared: dict[str, int]
 
 
-def span_facts(history: Sequence[Message], start: int, end: int) -> list[Fact]:
+def span_facts(
+    history: Sequence[Message], start: int, end: int, facts: ToolFacts | None = None
+) -> list[Fact]:
     """The facts of ``history[start:end]``, with the values the whole ``history`` gives them
-    (a command's latest outcome, a todo's latest state), deduplicated, in order."""
+    (a command's latest outcome, a todo's latest state), deduplicated, in order: what
+    ``facts`` recognizes of each tool call, and the user's requests."""
+    return span_and_undeclared(history, start, end, facts).facts
+
+
+def span_and_undeclared(
+    history: Sequence[Message], start: int, end: int, facts: ToolFacts | None = None
+) -> SpanFacts:
+    """:func:`span_facts`, and how many calls of each tool in the span declared no facts."""
+    registry = facts if facts is not None else ToolFacts()
     outcomes: dict[str, str] = {}
     todos: dict[str, str] = {}
     span_todos: set[str] = set()
-    facts: dict[tuple[Kind, tuple[str, ...]], Fact] = {}
+    found: dict[tuple[Kind, tuple[str, ...]], Fact] = {}
+    undeclared: dict[str, int] = {}
 
     def add(kind: Kind, needles: tuple[str, ...], query: str) -> None:
-        facts.setdefault((kind, needles), Fact(kind, needles, query))
+        found.setdefault((kind, needles), Fact(kind, needles, query))
 
     commands: list[str] = []
-    for index, name, tool_input, block in _calls(history):
-        inside, is_error = start <= index < end, bool(block.get("is_error"))
-        path = tool_input.get("path")
-        if name in _FILE_TOOLS and isinstance(path, str) and not is_error and inside:
-            add("paths", (path,), path)
-        elif name == "run_command" and isinstance(tool_input.get("command"), str):
-            command = _one_line(tool_input["command"])
-            text = tool_result_text(block)
-            if not text.startswith("[tool output pruned during compaction"):
-                outcomes[command] = command_outcome(text, is_error)
+    for index, call in calls(history):
+        inside = start <= index < end
+        recognized = registry.recognize(call)
+        if recognized is None:
             if inside:
-                commands.append(command)
-                lines = error_lines(text)
-                flat = " ".join(text.split()) if lines else ""
-                low = flat.lower()
-                for line in lines:
-                    add("errors", (line,), _findable(line, flat, low))
-        elif name == "todo_write" and not is_error and isinstance(tool_input.get("todos"), list):
-            todos = {
-                _one_line(str(t.get("content", ""))): str(t.get("status", "pending"))
-                for t in tool_input["todos"]
-                if isinstance(t, Mapping)
-            }
-            if inside:
-                span_todos.update(todos)
+                undeclared[call.name] = undeclared.get(call.name, 0) + 1
+            continue
+        pruned = is_pruned(call)
+        for fact in recognized:
+            if isinstance(fact, FileTouched):
+                if inside:
+                    add("paths", (fact.path,), fact.path)
+            elif isinstance(fact, CommandRan):
+                command = _one_line(fact.command)
+                if not pruned:
+                    outcomes[command] = fact.outcome
+                if inside:
+                    commands.append(command)
+                    if fact.errors and not pruned:
+                        flat = " ".join(call.result.split())
+                        low = flat.lower()
+                        for line in fact.errors:
+                            add("errors", (line,), _findable(line, flat, low))
+            else:
+                todos = {_one_line(c): s for s, c in fact.items}
+                if inside:
+                    span_todos.update(todos)
     for command in commands:
         add("commands", (command, outcomes.get(command, "ok")), command)
     for content in sorted(span_todos):
@@ -201,7 +205,8 @@ def span_facts(history: Sequence[Message], start: int, end: int) -> list[Fact]:
                         around = " ".join(tokens[max(0, at - 2) : at + 2])
                         add("numbers", (phrase,), " ".join(re.findall(r"\w+", around)))
     order = {kind: n for n, kind in enumerate(KINDS)}
-    return sorted(facts.values(), key=lambda f: order[f.kind])
+    ordered = sorted(found.values(), key=lambda f: order[f.kind])
+    return SpanFacts(ordered, undeclared)
 
 
 @dataclass(frozen=True, slots=True)
@@ -282,6 +287,9 @@ class Receipt:
     facts: Mapping[Kind, int] = field(default_factory=dict)
     """How many facts of each kind the span had."""
     missing: Mapping[Kind, tuple[Fact, ...]] = field(default_factory=dict)
+    undeclared: Mapping[str, int] = field(default_factory=dict)
+    """Per tool whose calls in the span no recognizer knew: how many calls (their facts, if
+    any, are not in these counts: never guessed at)."""
 
     @property
     def left_out(self) -> int:
@@ -290,10 +298,11 @@ class Receipt:
     def lines(self, per_kind: int = 5) -> list[str]:
         """For a person: each kind with what is left out and the search that finds it."""
         total = sum(self.facts.values())
-        if not total:
+        if not total and not self.undeclared:
             return ["Nothing was compacted."]
         if not self.left_out:
-            out = [f"The last compaction left nothing out of the context: all {total} facts"]
+            every = "the one fact" if total == 1 else f"all {total} facts"
+            out = [f"The last compaction left nothing out of the context: {every}"]
         else:
             out = [
                 f"Left out of the context by the last compaction: {self.left_out} of {total} "
@@ -309,6 +318,8 @@ class Receipt:
                 out.append(f"    - {_short(fact.label)}  (search_history {fact.query!r})")
             if len(missing) > per_kind:
                 out.append(f"    … {len(missing) - per_kind} more")
+        if self.undeclared:
+            out.append(f"  {undeclared_line(self.undeclared)}")
         return out
 
     def to_dict(self) -> dict[str, Any]:
@@ -320,7 +331,19 @@ class Receipt:
                 ],
             }
             for kind in KINDS
-        }
+        } | {"undeclared": dict(self.undeclared)}
+
+
+def undeclared_line(undeclared: Mapping[str, int]) -> str:
+    """``4 calls of 2 tools declared no facts: deploy ×3, lookup``."""
+    calls_, tools = sum(undeclared.values()), len(undeclared)
+    named = ", ".join(
+        name if n == 1 else f"{name} ×{n}" for name, n in sorted(undeclared.items())[:6]
+    )
+    more = ", …" if tools > 6 else ""
+    call_word = "call" if calls_ == 1 else "calls"
+    tool_word = "tool" if tools == 1 else "tools"
+    return f"{calls_} {call_word} of {tools} {tool_word} declared no facts: {named}{more}"
 
 
 def _short(text: str, limit: int = 100) -> str:
@@ -328,16 +351,21 @@ def _short(text: str, limit: int = 100) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def receipt(parent: Sequence[Message], replaced: int, child: Sequence[Message]) -> Receipt:
+def receipt(
+    parent: Sequence[Message],
+    replaced: int,
+    child: Sequence[Message],
+    facts: ToolFacts | None = None,
+) -> Receipt:
     """What of ``parent[:replaced]`` (the span a compaction replaced) ``child`` (the compacted
-    context) does not hold, by kind. Pinned messages travel in the child, so they count as
-    held; the summary counts too (it is in the context)."""
-    facts = span_facts(parent, 0, replaced)
+    context) does not hold, by kind, as ``facts`` recognizes the calls. Pinned messages travel
+    in the child, so they count as held; the summary counts too (it is in the context)."""
+    span = span_and_undeclared(parent, 0, replaced, facts)
     context = context_text(child)
     counts: dict[Kind, int] = {}
     missing: dict[Kind, list[Fact]] = {}
-    for fact in facts:
+    for fact in span.facts:
         counts[fact.kind] = counts.get(fact.kind, 0) + 1
         if not present(fact, context):
             missing.setdefault(fact.kind, []).append(fact)
-    return Receipt(counts, {k: tuple(v) for k, v in missing.items()})
+    return Receipt(counts, {k: tuple(v) for k, v in missing.items()}, span.undeclared)

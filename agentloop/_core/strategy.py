@@ -24,6 +24,7 @@ from agentloop._core.model import AsyncModel, Model, ModelRequest, ServerCompact
 from agentloop._core.preserved_state import PreservedStateHook
 from agentloop._core.settings import CompactionSettings, register_name
 from agentloop._core.summary import condense_steps
+from agentloop._core.tool_facts import ToolFacts
 from agentloop._core.whole_summary import whole_summary_steps
 from agentloop._errors import ConfigurationError
 
@@ -41,6 +42,7 @@ class Meter(Protocol):
     settings: CompactionSettings
     summarizer: Model | AsyncModel | None
     hooks: list[PreservedStateHook]
+    tool_facts: ToolFacts
 
     @property
     def strategy(self) -> Strategy: ...

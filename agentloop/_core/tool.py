@@ -6,6 +6,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
+from agentloop._core.tool_facts import Recognizer
+
 
 @dataclass(frozen=True, slots=True)
 class ToolResult:
@@ -40,12 +42,15 @@ class Tool(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class FunctionTool:
-    """A tool backed by a plain function; exceptions become error results for the model."""
+    """A tool backed by a plain function; exceptions become error results for the model.
+    ``facts``: what a call did (see :class:`~agentloop.ToolFacts`); a loop given this tool
+    registers it, so a compaction carries those facts."""
 
     name: str
     description: str
     input_schema: dict[str, Any]
     function: Callable[[Mapping[str, Any]], str | ToolResult]
+    facts: Recognizer | None = None
 
     def run(self, tool_input: Mapping[str, Any]) -> ToolResult:
         try:

@@ -109,8 +109,6 @@ class AgentLoop(TurnRules, ServerSteps, CompactionDrafts):
         self.model = model
         self.model_name = model_name
         self.compacter = compacter
-        if compacter is not None:  # what it was not told, it takes from the loop (said once)
-            compacter.adopt(model_name=model_name, model=model, max_output_tokens=max_tokens)
         self.store = store
         self.system = system
         if context_tools:  # the model sees its own context and may ask for a compaction
@@ -119,6 +117,8 @@ class AgentLoop(TurnRules, ServerSteps, CompactionDrafts):
             tools = [*tools, *bound_tools(self)]
         self.tools = {tool.name: tool for tool in tools}
         self.tool_definitions = [tool_definition(tool) for tool in tools]
+        if compacter is not None:  # what it was not told, it takes from the loop (said once)
+            compacter.adopt(model_name, model, max_output_tokens=max_tokens, tools=tools)
         self.max_tokens = max_tokens
         self.max_tool_rounds = max_tool_rounds
         self.events = EventFanOut([events] if events is not None else [])
@@ -410,7 +410,7 @@ class AgentLoop(TurnRules, ServerSteps, CompactionDrafts):
             about = "about" if whole else "more than"
             raise ContextFullError(
                 f"this message needs {about} {needs:,} tokens with the system prompt and tools, "
-                f"more than the model's {window:,}-token window: it was not "
+                f"more than the {window:,}-token window: it was not "
                 "sent — shorten it or send it in parts"
             )
         return message.with_tokens(counted) if whole and message.tokens is None else message

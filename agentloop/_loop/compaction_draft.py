@@ -11,13 +11,13 @@ requests of a dropped draft used is counted as discarded, as any summary not app
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any, cast
 
 from agentloop._core.api_compaction import API_SUMMARY
 from agentloop._core.effects import CallModel, Effect, SaveTransition, Steps
-from agentloop._core.ledger import ledger_budget, ledger_text
 from agentloop._core.messages import Message, Usage
+from agentloop._core.preserved_state import ledger_of
 from agentloop._core.results import CompactionOutcome, CompactionSummary, CompactionTransition
 from agentloop._loop.conversation_compacter import ConversationCompacter
 from agentloop._loop.drive import drive, drive_until
@@ -164,8 +164,3 @@ def _until_save(
     if isinstance(reached, SaveTransition):
         return reached
     return cast(CompactionOutcome | None, reached)
-
-
-def ledger_of(messages: Sequence[Message], compacter: ConversationCompacter) -> str:
-    """The artifact ledger a compaction of ``messages`` carries ('' when there is none)."""
-    return ledger_text(messages, ledger_budget(compacter.context_window), compacter.counter_text)

@@ -16,6 +16,7 @@ from agentloop._core.context import CompactionDecision
 from agentloop._core.figures import percent_figure, token_figure
 from agentloop._core.results import CompactionTransition
 from agentloop._core.tool import ToolResult
+from agentloop._core.tool_facts import ToolCall, ToolFact
 from agentloop._loop.conversation_compacter import ConversationCompacter
 
 
@@ -57,6 +58,9 @@ class ContextStatusTool:
         "compact first."
     )
     input_schema: dict[str, Any] = field(default_factory=lambda: dict(STATUS_SCHEMA))
+
+    def facts(self, call: ToolCall) -> tuple[ToolFact, ...]:
+        return ()  # it reads the context: nothing to carry
 
     def run(self, tool_input: Mapping[str, Any]) -> ToolResult:
         decision = self.loop.context()
@@ -102,6 +106,9 @@ class CompactContextTool:
         "context is nearly full or old detail is no longer needed."
     )
     input_schema: dict[str, Any] = field(default_factory=lambda: dict(COMPACT_SCHEMA))
+
+    def facts(self, call: ToolCall) -> tuple[ToolFact, ...]:
+        return ()  # the compaction it asks for is the carried fact
 
     def run(self, tool_input: Mapping[str, Any]) -> ToolResult:
         compacter = self.loop.compacter

@@ -14,17 +14,23 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
-from agentloop._core.api_compaction import accepts_system_messages
+from agentloop._core.api_compaction import (
+    accepts_system_messages,
+    adopted_steps,
+    api_instructions,
+)
 from agentloop._core.compaction_core import CompactionCore, CompactionSettings
 from agentloop._core.context import Calibrator, CompactionDecision, TokenCounter
-from agentloop._core.effects import CallModel, Steps, perform
-from agentloop._core.messages import Message, ResponseLike
+from agentloop._core.effects import CallModel, NewSessionId, ReadClock, Steps, perform
+from agentloop._core.messages import ContentBlock, Message, ResponseLike, Usage
 from agentloop._core.model import AsyncModel, Model, ModelResponse
 from agentloop._core.plan import plan_steps
 from agentloop._core.prepared import PreparedSummary, PrepareJob, next_job
 from agentloop._core.preserved_state import PreservedStateHook
-from agentloop._core.results import CompactionPlan, CompactionTransition
+from agentloop._core.results import CompactionOutcome, CompactionPlan, CompactionTransition
 from agentloop._core.strategy import strategy_named
+from agentloop._core.tool import Tool
+from agentloop._core.tool_facts import ToolFacts
 from agentloop._core.validation import DEFAULT_MAX_TOKENS
 from agentloop._errors import ConfigurationError
 from agentloop._loop.drive import Runtime, Wiring, adrive, drive
@@ -40,7 +46,8 @@ class ConversationCompacter(CompactionCore):
     One compacter follows one conversation (its circuit breaker and estimate cache are per
     conversation). ``model`` is the summarizer; without one, summaries are deterministic
     digests. ``counter`` (default: tiktoken, offline), ``clock`` and ``new_session_id`` are
-    injectable.
+    injectable; ``tool_facts`` says what each tool call did (default: the recognizers that
+    ship, :func:`~agentloop.default_tool_facts`).
 
     Given to an :class:`~agentloop.AgentLoop`, it takes what it was not told from the loop:
     without ``model_name`` the loop's model name, model (the summarizer) and ``max_tokens``
@@ -61,6 +68,7 @@ class ConversationCompacter(CompactionCore):
         clock: Callable[[], datetime] | None = None,
         new_session_id: Callable[[], str] | None = None,
         window_source: str = "override",
+        tool_facts: ToolFacts | None = None,
     ) -> None:
         if counter is None:
             from agentloop._adapters.tokens import TokenEstimator
@@ -91,6 +99,14 @@ class ConversationCompacter(CompactionCore):
             hooks=hooks,
             window_source=window_source,
         )
+        if tool_facts is None:
+            from agentloop._adapters.tool_recognizers import default_tool_facts
+
+            tool_facts = default_tool_facts()
+        self.tool_facts = tool_facts
+        """What each tool call did, as facts (the ledger and the receipt read them): the
+        recognizers that ship with agentloop unless given; add your own tool's with
+        ``compacter.tool_facts.register(name, recognizer)``."""
         self.wiring = Wiring()
         """Ids, clock and hook runner, shared with the loop this compacter serves."""
         if clock is not None:
@@ -106,9 +122,20 @@ class ConversationCompacter(CompactionCore):
         return self.summarizer
 
     def adopt(
-        self, *, model_name: str, model: Model | AsyncModel | None, max_output_tokens: int
+        self,
+        model_name: str,
+        model: Model | AsyncModel | None,
+        *,
+        max_output_tokens: int,
+        tools: Sequence[Tool] = (),
     ) -> None:
-        """Take a loop's settings for what this compacter was not given (the loop calls it)."""
+        """Take a loop's settings for what this compacter was not given (the loop calls it),
+        and the facts its tools declare (a tool with a ``facts`` method: see
+        :class:`~agentloop.ToolFacts`)."""
+        for tool in tools:
+            declared = getattr(tool, "facts", None)
+            if callable(declared):
+                self.tool_facts.register(tool.name, declared)
         if self._joins_loop:
             self._joins_loop = False
             self.model_name = model_name
@@ -316,6 +343,66 @@ class ConversationCompacter(CompactionCore):
             force=force,
         )
         return (await adrive(steps, self.runtime.aperform)).transition
+
+    def summary_instructions(self, instructions: str | None = None) -> str:
+        """The ``instructions`` of an on-demand compaction request agentloop would send:
+        its summarizer prompt, the standing instructions and ``instructions`` (within the
+        API's cap). For a loop that has the API summarize by itself (the SDK's tool runner)."""
+        return api_instructions(self.settings.standing_instructions, instructions)
+
+    def adopt_api_summary(
+        self,
+        session_id: str,
+        messages: History,
+        block: ContentBlock,
+        *,
+        decision: CompactionDecision,
+        system: str = "",
+        tools: Sequence[Mapping[str, Any]] = (),
+        spent: Usage | None = None,
+    ) -> CompactionOutcome:
+        """Record a compaction the caller's loop had the API write: ``block`` summarizes all of
+        ``messages`` (the parent), the child is ``[block]``. What agentloop carries (ledger,
+        preserved state, pins, the latest request) waits in :attr:`later` for the next user
+        turn; the child is measured (``count_tokens`` where the model counts), the circuit
+        breaker set as after a compaction of agentloop's, ``spent`` is the request's usage."""
+        msgs = self.messages_of(messages)
+        steps = self._adopt_steps(session_id, msgs, block, decision, system, _dicts(tools), spent)
+        return drive(steps, self.runtime.perform)
+
+    def _adopt_steps(
+        self,
+        session_id: str,
+        msgs: Sequence[Message],
+        block: ContentBlock,
+        decision: CompactionDecision,
+        system: str,
+        tools: list[dict[str, Any]],
+        spent: Usage | None,
+    ) -> Steps[CompactionOutcome]:
+        job, built = yield from adopted_steps(
+            self, msgs, block, decision=decision, system=system, tools=tools, spent=spent
+        )
+        refused = self._judge(job, built.measured)  # sets the breaker as after our own
+        if refused is not None:  # the loop has swapped already: recorded all the same
+            job.warnings.append(refused.replace("kept the conversation as it is", "swapped in"))
+        self.later = built.later
+        self._estimates.clear()
+        self._converted.clear()
+        compacted = built.messages
+        if built.measured.by_api:
+            compacted[-1] = replace(compacted[-1], counted=built.measured.tokens)
+        created_at = yield from perform(ReadClock())
+        summary = self._record(job, built, created_at)
+        self._last_output = (compacted[0], len(compacted))
+        child_id = yield from perform(NewSessionId())
+        transition = CompactionTransition(
+            original_session_id=session_id,
+            new_session_id=child_id,
+            compacted_messages=compacted,
+            summary=summary,
+        )
+        return CompactionOutcome(decision=decision, transition=transition)
 
 
 def _dicts(tools: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:

@@ -56,6 +56,10 @@ CONTEXT_EXCEEDED = "model_context_window_exceeded"
 _CUT = ("max_tokens", CONTEXT_EXCEEDED)
 
 
+UNCALIBRATED_FACTOR = 2
+"""How far over the local estimate a context may be counted before the API counted one."""
+
+
 class StreamedText:
     """The ``on_text`` a loop gives its model: text to ``events.on_text``, thinking to
     ``events.on_thinking`` (a :class:`~agentloop._core.model.ThinkingListener`)."""
@@ -251,7 +255,13 @@ class TurnRules:
         if compacter is None:
             return cap
         window = compacter.context_window
-        room = window - self._measured_context(compacter) - max(256, window // 50)  # a margin
+        context = self._measured_context(compacter)
+        calibration = compacter.calibration
+        if calibration is None or not calibration.samples:
+            # No request counted yet: the local estimate may be far under the API's count (it
+            # once read 4,330 as about half that), so the reply keeps clear of twice it.
+            context *= UNCALIBRATED_FACTOR
+        room = window - context - max(256, window // 50)  # a margin
         return room if cap is None else min(cap, room)
 
     def _measured_context(self, compacter: ConversationCompacter) -> int:

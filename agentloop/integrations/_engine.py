@@ -32,6 +32,7 @@ from agentloop import (
     ModelRequest,
     ModelResponse,
     PreservedStateHook,
+    ToolFacts,
     as_messages,
 )
 from agentloop._sessions import (
@@ -158,6 +159,7 @@ class Conversation:
             settings=owner.settings,
             calibration=Calibration(),
             hooks=owner.hooks,
+            tool_facts=owner.tool_facts.copy() if owner.tool_facts is not None else None,
         )
 
     def teach(
@@ -188,6 +190,10 @@ class Conversation:
             compacter.count(m) for m in messages[:index]
         )
         compacter.record_usage(usage.prompt_tokens, sent, index)
+
+    def stored(self) -> list[Message]:
+        """What the current session holds (or would, without a store), oldest first."""
+        return list(self._written)
 
     # -- the store ---------------------------------------------------------------------------
 
@@ -336,8 +342,10 @@ class Engine:
         session_id: str | None,
         workspace: str | None,
         title: str | None,
+        tool_facts: ToolFacts | None = None,
     ) -> None:
         self.settings = settings or CompactionSettings()
+        self.tool_facts = tool_facts
         self.context_window = context_window
         self.summarizer = summarizer
         self.hooks = list(hooks)

@@ -4,7 +4,7 @@
 
 .. code-block:: python
 
-    agent = create_agent(ChatAnthropic(model="claude-sonnet-4-5"), tools=[...],
+    agent = create_agent(ChatAnthropic(model="claude-sonnet-5-5"), tools=[...],
                          middleware=[CompactionMiddleware(store=open_store(path))])
 
 Before every model call (a safe boundary: the tool node has answered every call) the
@@ -54,6 +54,7 @@ from agentloop import (
     Message,
     Model,
     PreservedStateHook,
+    ToolFacts,
     Usage,
 )
 from agentloop._sessions import SessionStore
@@ -94,8 +95,9 @@ class CompactionMiddleware(AgentMiddleware[CompactionState, Any, Any]):
     """Compacts a ``create_agent`` conversation with agentloop when it reaches the trigger.
 
     ``settings`` (threshold, strategy, standing instructions...), ``context_window`` (default:
-    the model's profile, else agentloop's table), ``hooks`` (preserved state) are those of
-    :class:`~agentloop.ConversationCompacter`; the model name and reply size come from the
+    the model's profile, else agentloop's table), ``hooks`` (preserved state) and
+    ``tool_facts`` (what each tool call did: the recognizers that ship, plus your tools') are
+    those of :class:`~agentloop.ConversationCompacter`; the model name and reply size come from the
     agent's ``ChatAnthropic``. ``store`` keeps the sessions (None: compaction only);
     ``session_id`` continues a stored conversation at its newest descendant (a state without
     messages of it gets them first). ``summarizer`` replaces the default (the agent's model).
@@ -114,6 +116,7 @@ class CompactionMiddleware(AgentMiddleware[CompactionState, Any, Any]):
         title: str | None = None,
         summarizer: Model | AsyncModel | None = None,
         hooks: Sequence[PreservedStateHook] = (),
+        tool_facts: ToolFacts | None = None,
     ) -> None:
         super().__init__()
         self.engine = Engine(
@@ -125,6 +128,7 @@ class CompactionMiddleware(AgentMiddleware[CompactionState, Any, Any]):
             session_id=session_id,
             workspace=workspace,
             title=title,
+            tool_facts=tool_facts,
         )
         self._mirror: Mirror[BaseMessage] = Mirror(_role, _to_message, _alone)
         self._tools: dict[int, tuple[object, dict[str, Any]]] = {}

@@ -4,7 +4,7 @@
 
 .. code-block:: python
 
-    agent = Agent(AnthropicModel("claude-sonnet-4-5"), capabilities=[Compaction(store=store)])
+    agent = Agent(AnthropicModel("claude-sonnet-5-5"), capabilities=[Compaction(store=store)])
 
 The capability runs in ``before_model_request``, once per request step (a safe boundary: every
 tool call of the previous response has its return), as pydantic-ai's own history processors do:
@@ -57,6 +57,7 @@ from agentloop import (
     Message,
     Model,
     PreservedStateHook,
+    ToolFacts,
     Usage,
 )
 from agentloop._sessions import SessionStore
@@ -72,7 +73,8 @@ class Compaction(AbstractCapability[Any]):
     """Compacts a pydantic-ai ``Agent``'s conversation with agentloop at the trigger.
 
     ``settings`` (threshold, strategy, standing instructions...), ``context_window`` (default:
-    the model's profile, else agentloop's table) and ``hooks`` (preserved state) are those of
+    the model's profile, else agentloop's table), ``hooks`` (preserved state) and
+    ``tool_facts`` (what each tool call did) are those of
     :class:`~agentloop.ConversationCompacter`; the model name comes from the agent's model.
     ``store`` keeps the sessions (None: compaction only); ``session_id`` continues a stored
     conversation at its newest descendant (a run without its messages gets them first).
@@ -90,6 +92,7 @@ class Compaction(AbstractCapability[Any]):
         title: str | None = None,
         summarizer: Model | AsyncModel | None = None,
         hooks: Sequence[PreservedStateHook] = (),
+        tool_facts: ToolFacts | None = None,
     ) -> None:
         self.engine = Engine(
             settings=settings,
@@ -100,6 +103,7 @@ class Compaction(AbstractCapability[Any]):
             session_id=session_id,
             workspace=workspace,
             title=title,
+            tool_facts=tool_facts,
         )
         self._mirror: Mirror[ModelMessage] = Mirror(_role, _to_message, _alone)
         self.session_id: str | None = session_id

@@ -81,7 +81,11 @@ class _Signer:
         self.found = scan(self.body, self.fake.secret)
         messages = self.body.get("messages")
         last = messages[-1] if isinstance(messages, list) and messages else None
-        self.continued = isinstance(last, dict) and last.get("role") == "assistant"
+        # A last message that is only a compaction block is no prefill (model_rules): the
+        # reply starts a turn after the summary, as the SDK's tool runner sends it.
+        self.continued = (
+            isinstance(last, dict) and last.get("role") == "assistant" and self.found.last is last
+        )
         self.st = system_tools(self.body)
 
     def sign(self, block: dict[str, Any], earlier: Sequence[Any], seq: int, count: int) -> None:

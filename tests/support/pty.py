@@ -21,7 +21,8 @@ from fake_api import FakeAnthropicServer, ReplySpec, text_reply
 
 from support.loop_scripts import is_summary_request
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
+"""The repository (tests/support/pty.py is two levels down): the PYTHONPATH of the programs run."""
 
 
 TIMEOUT = 30.0
