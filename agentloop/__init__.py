@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from agentloop._adapters.tokens import Calibration, TokenEstimator
     from agentloop._adapters.tool_recognizers import default_tool_facts
     from agentloop._adapters.windows import ContextWindowResolver, ModelLimits
+    from agentloop._agent.mcp_tools import McpServers, aopen_mcp, open_mcp
     from agentloop._agent.recent_files import RecentFiles, recent_files_hook
     from agentloop._agent.search_history import search_history_tool
     from agentloop._core.cache import with_cache_breakpoints
@@ -84,6 +85,7 @@ _EXPORTS: dict[str, str] = {
     "ModelResponse": "agentloop._core.model",
     "PreservedStateHook": "agentloop._core.preserved_state",
     "PromptTooLongError": "agentloop._errors",
+    "McpServers": "agentloop._agent.mcp_tools",
     "RecentFiles": "agentloop._agent.recent_files",
     "SummaryInfo": "agentloop._core.messages",
     "TodoState": "agentloop._core.tool_facts",
@@ -101,6 +103,8 @@ _EXPORTS: dict[str, str] = {
     "default_tool_facts": "agentloop._adapters.tool_recognizers",
     "is_safe_boundary": "agentloop._core.messages",
     "prune_tool_outputs": "agentloop._core.cut_and_prune",
+    "aopen_mcp": "agentloop._agent.mcp_tools",
+    "open_mcp": "agentloop._agent.mcp_tools",
     "recent_files_hook": "agentloop._agent.recent_files",
     "search_history_tool": "agentloop._agent.search_history",
     "to_params": "agentloop._core.messages",
@@ -146,6 +150,7 @@ __all__ = [
     "FileTouched",
     "FunctionTool",
     "LoopEvents",
+    "McpServers",
     "Message",
     "MessageParam",
     "MessageValidationError",
@@ -167,12 +172,14 @@ __all__ = [
     "TurnResult",
     "Usage",
     "__version__",
+    "aopen_mcp",
     "as_messages",
     "choose_tail_start",
     "default_tool_facts",
     "history_betas",
     "is_safe_boundary",
     "message_from_response",
+    "open_mcp",
     "prune_tool_outputs",
     "recent_files_hook",
     "search_history_tool",

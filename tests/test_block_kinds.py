@@ -21,6 +21,12 @@ NOT_BLOCKS: dict[str, tuple[int, str]] = {
         2,
         "the type of a request's tool_choice and of its thinking setting (parameters, not blocks)",
     ),
+    "agentloop/_agent/mcp_config.py": (1, "the type of a server in .mcp.json (stdio or http)"),
+    "agentloop/_agent/mcp_tools.py": (
+        2,
+        "the type of an MCP result's content item (the protocol's, read to make blocks) and of a "
+        "tool's JSON schema",
+    ),
 }
 
 # Block checks that stay outside the dispatch, each with its reason.

@@ -27,7 +27,6 @@ IGNORED_DECORATORS = ["@field_validator", "@*.add", "@model_validator"]
 PUBLIC: dict[str, str] = {
     "arun_turn": "AgentLoop's async API",
     "acompact": "AgentLoop's async API",
-    "aclose": "AgentLoop's async API",
     "aprepare": "ConversationCompacter's async API",
     "compacted_params": "CompactionTransition: the compacted history as plain API dicts",
     "records": "ToolHistory: the records, for a caller's own hook",
@@ -44,6 +43,7 @@ PUBLIC: dict[str, str] = {
     "encrypted_content": "blocks: a field of the API's compaction block",
     "tool_changes": "blocks: a field of the API's compaction block",
     "on_text_changed": "prompt_toolkit's buffer event, subscribed to",
+    "close_with": "McpServers: the MCP servers end with the user's AgentLoop",
     # LangChain's AgentMiddleware and pydantic-ai's capability hooks, called by the frameworks.
     "agentloop_session_id": "LangChain: the state field the middleware adds",
     "state_schema": "LangChain: the middleware's state",

@@ -25,7 +25,7 @@ AGENTLOOP_API = {
     "RecentFiles", "SummaryInfo", "TokenEstimator", "Tool", "ToolResult", "TurnResult", "Usage",
     "__version__", "as_messages", "choose_tail_start", "is_safe_boundary",
     "message_from_response", "prune_tool_outputs", "recent_files_hook", "search_history_tool",
-    "to_params",
+    "to_params", "McpServers", "open_mcp", "aopen_mcp",
     "validate_messages", "validate_threshold", "with_cache_breakpoints",
     # what a tool call did: the seam, and the recognizers that ship
     "ToolCall", "ToolFacts", "FileTouched", "CommandRan", "TodoState", "default_tool_facts",

@@ -49,6 +49,7 @@ from agentloop._sessions import Lease, SessionError, SessionStore, workspace_key
 
 if TYPE_CHECKING:
     from agentloop._adapters.session_costs import CostReport
+    from agentloop._agent.mcp_tools import McpServers
     from agentloop._core.pricing import Price
     from agentloop._core.receipt import Receipt
     from agentloop._loop.compaction_draft import CompactionDraft
@@ -146,13 +147,15 @@ class CodingAgent:
         context_tools: bool = True,
         lease_owner: str | None = None,
         lease: Lease | None = None,
+        mcp: McpServers | None = None,
     ) -> None:
         """``instructions_budget_tokens`` caps the instruction files (default 10 % of the
         window), ``restore_budget_tokens`` the files brought back after a compaction (default
         5 %), ``restore_files`` their number; 0 turns either off. ``config_dir`` holds the
         user's instruction files (default: :func:`user_config_dir`). ``context_tools`` gives
         the model ``context_status`` and ``compact_context``. ``lease`` is this writer's lease
-        on the resumed session; a new session is leased to ``lease_owner``."""
+        on the resumed session; a new session is leased to ``lease_owner``. ``mcp``: running
+        MCP servers whose tools the agent offers (the caller closes them)."""
         from agentloop._adapters.tokens import Calibration
         from agentloop._agent.search_history import search_history_tool
         from agentloop._agent.tools import TodoList, ToolHistory, coding_tools
@@ -230,6 +233,8 @@ class CodingAgent:
         )
         # Follows the conversation into every child session: the lineage is what it searches.
         tools.append(search_history_tool(store, lambda: self.loop.session_id))
+        self.mcp = mcp
+        tools += mcp.tools if mcp is not None else []
         self.loop = AgentLoop(
             model=model,
             model_name=model_name,
@@ -245,6 +250,10 @@ class CodingAgent:
             context_tools=context_tools,
         )
         self.loop.subscribe(events or LoopEvents())
+        if mcp is not None and messages:  # big MCP results go as they went: shortened
+            from agentloop._agent.mcp_tools import shortened_results
+
+            self.loop.send_shortened(shortened_results(messages, mcp.max_tokens))
         self.loop.lease = lease
         self.loop.lease_owner = lease_owner
         if resume_id is not None:  # drop_block, once a session needed it, stays on (issue 27)
@@ -330,6 +339,13 @@ class CodingAgent:
         """What ``/compact`` would do now, without a model call or a write."""
         loop = self.loop
         return self.compacter.plan(loop.messages, system=loop.system, tools=loop.tool_definitions)
+
+    def mcp_report(self) -> list[str]:
+        """Lines for ``/mcp``: the MCP servers, their state, tools and cost (none: no servers)."""
+        from agentloop._agent.mcp_tools import mcp_report
+
+        counter = self.compacter.counter
+        return mcp_report(self.mcp, self.loop.tool_definitions, counter.count_tools)
 
     def fixed_tokens(self) -> int:
         """What the system prompt and the tool definitions take of every request."""

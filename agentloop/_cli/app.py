@@ -23,6 +23,7 @@ from agentloop._errors import AgentloopError, ConfigurationError
 if TYPE_CHECKING:
     from agentloop._adapters.windows import Fetch, ModelLimits
     from agentloop._agent.agent import CodingAgent
+    from agentloop._agent.mcp_tools import McpServers
     from agentloop._cli.printmode import OutputFormat
     from agentloop._cli.resume import Picker, Start
     from agentloop._cli.store_access import SessionLeaseKeeper
@@ -74,6 +75,9 @@ class AgentOptions:
     """``--effort``: low, medium, high, xhigh or max (None: the model's default)."""
     model_given: bool = True
     """``model_name`` was chosen for this run; else ``-c``/``-r`` continue on the session's."""
+    mcp_configs: tuple[Path, ...] = ()
+    """``--mcp-config FILE``s; ``no_mcp``: start no MCP server (``--no-mcp``)."""
+    no_mcp: bool = False
     """Prepare summaries in the background (``AGENTLOOP_PREPARE_SUMMARIES``; never with -p)."""
     """Another model for summaries (``--compaction-model``); None: the conversation's."""
 
@@ -280,8 +284,18 @@ def _run(
     warnings += [w for w in (limits.warning, deprecation(options.model_name)) if w]
     for warning in warnings:
         print(shown(f"agentloop: warning: {warning}", sys.stderr), file=sys.stderr)
-    agent = _build_agent(options, model, store, workspace, limits, start, stdin, ui)
+    from agentloop._cli.mcp_setup import resumed_notice, start_mcp
+
+    mcp = start_mcp(options, workspace, stdin)  # ended below, at exit or Ctrl-C
+    try:
+        agent = _build_agent(options, model, store, workspace, limits, start, stdin, ui, mcp)
+    except BaseException:
+        if mcp is not None:
+            mcp.close()
+        raise
     agent.effort = options.effort
+    if start.session_id is not None and (notice := resumed_notice(agent)) is not None:
+        print(f"agentloop: warning: {notice}", file=sys.stderr)
     check_window(agent, limits)
     choices = session_choices(store, agent, window)
     lease.attach(agent)
@@ -316,6 +330,8 @@ def _run(
             code = _interactive(options, agent, ui, stdin, first, kept, lease, choices.sync)
     finally:
         agent.close()  # nothing left running in the background (what it prepared: counted)
+        if mcp is not None:
+            mcp.close()
         _forget_if_empty(agent, store, start, kept, lease)
         if kept():
             choices.sync()
@@ -336,6 +352,7 @@ def _build_agent(
     start: Start,
     stdin: TextIO,
     ui: TerminalUI,
+    mcp: McpServers | None = None,
 ) -> CodingAgent:
     from agentloop._agent.agent import CodingAgent
     from agentloop._agent.shell import always_allow, never_allow
@@ -375,6 +392,7 @@ def _build_agent(
         approve=approve,
         events=ui,
         resume_id=start.session_id,
+        mcp=mcp,
     )
 
 

@@ -217,6 +217,10 @@ def add_agent_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--yes", action="store_true", help="run shell commands without asking")
     parser.add_argument(
+        "--mcp-config", action="append", default=[], metavar="FILE", help="MCP servers (.mcp.json)"
+    )
+    parser.add_argument("--no-mcp", action="store_true", help="start no MCP servers")
+    parser.add_argument(
         "--disable-compaction",
         action="store_true",
         help="never compact automatically (a prompt-too-long error then says to run /compact)",
@@ -329,7 +333,15 @@ def agent_options(args: argparse.Namespace) -> AgentOptions:
         prepare_summaries=_prepare_setting(os.environ.get("AGENTLOOP_PREPARE_SUMMARIES")),
         effort=args.effort,
         model_given=args.model is not None,
+        mcp_configs=tuple(_path(f) for f in args.mcp_config),
+        no_mcp=args.no_mcp,
     )
+
+
+def _path(text: str) -> Any:
+    from pathlib import Path
+
+    return Path(text).expanduser()
 
 
 def _prepare_setting(value: str | None) -> bool:

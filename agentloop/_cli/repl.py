@@ -14,6 +14,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from agentloop._cli.mcp_setup import mcp_command
 from agentloop._core.figures import token_figure
 from agentloop._errors import AgentloopError
 
@@ -33,6 +34,7 @@ SLASH_COMMANDS: tuple[tuple[str, str], ...] = (
     ("/clear", "start a fresh conversation (the current one is kept: --resume continues it)"),
     ("/model [NAME]", "the model; with a NAME, switch to it for the next turns"),
     ("/sessions", "conversations of this workspace"),
+    ("/mcp", "MCP servers: their state, tools and what their definitions cost"),
     ("/help", "this help"),
     ("/exit, /quit", "leave (the session is saved; continue later with --continue)"),
 )
@@ -373,4 +375,5 @@ _HANDLERS: dict[str, Callable[[CodingAgent, str], None]] = {
     "/sessions": _sessions,
     "/clear": _clear,
     "/model": _model,
+    "/mcp": mcp_command,
 }

@@ -15,6 +15,11 @@ class ToolResult:
 
     content: str
     is_error: bool = False
+    blocks: tuple[dict[str, Any], ...] = ()
+    """Content blocks sent instead of ``content`` when given (text, images, documents)."""
+    whole: str | None = None
+    """The complete output when ``content`` is a shortened form of it: the session stores the
+    whole (``search_history`` finds it) and the model gets ``content``."""
 
 
 @runtime_checkable

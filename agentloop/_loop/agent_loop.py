@@ -440,7 +440,7 @@ class AgentLoop(TurnRules, ServerSteps, CompactionDrafts):
             yield from ahead.before_compaction(self.session_id, self.messages, decision)
         outcome = yield from compacter.steps(
             self.session_id,
-            self.messages,
+            as_sent(self.messages, self._shortened)[0],  # as the model read them (fit.py)
             system=self.system,
             tools=self.tool_definitions,
             instructions=instructions,

@@ -127,7 +127,8 @@ def _as_shortened(message: Message, shortened: Shortened) -> Message:
     changed = False
     for block in message.content:
         short = shortened.get(str(block.get("tool_use_id"))) if is_tool_result(block) else None
-        if short is not None:
+        # Only over the whole: a result a compaction pruned since is sent as it is now.
+        if short is not None and len(result_text(block) or "") > len(short):
             new: dict[str, Any] = {**block, "content": short}
             blocks.append(new)
             changed = True

@@ -35,6 +35,7 @@ from agentloop._loop.ahead import Ahead
 from agentloop._loop.conversation_compacter import ConversationCompacter
 from agentloop._loop.drive import Runtime
 from agentloop._loop.events import EventFanOut, LoopEvents
+from agentloop._loop.fit import Shortened, as_sent
 
 __all__ = [
     "THINKING_METADATA_KEY",
@@ -176,6 +177,7 @@ class TurnRules:
     _max_tokens_once: int | None
     _ahead: Ahead | None
     _local_sum: int | None
+    _shortened: Shortened
 
     runtime: Runtime
 
@@ -302,14 +304,24 @@ class TurnRules:
             block: ContentBlock = {
                 "type": "tool_result",
                 "tool_use_id": call["id"],
-                "content": tool_result.content or "(no output)",
+                "content": list(tool_result.blocks) or tool_result.content or "(no output)",
             }
+            if tool_result.whole is not None:  # stored whole, sent shortened (``fit.py``)
+                block["content"] = tool_result.whole
+                self._shortened[str(call["id"])] = tool_result.content
             if tool_result.is_error:
                 block["is_error"] = True
             blocks.append(block)
             run += 1
-        self._keep(self._counted(Message("user", tuple(blocks))))
+        message = Message("user", tuple(blocks))
+        sent = self._counted(as_sent([message], self._shortened)[0][0])  # measured as sent
+        self._keep(message if sent.tokens is None else message.with_tokens(sent.tokens))
         return run
+
+    def send_shortened(self, results: Mapping[str, str]) -> None:
+        """Send these tool results (by ``tool_use_id``) as given while the session keeps them
+        whole: a resumed session's results that were shortened when they came."""
+        self._shortened.update(results)
 
 
 def _is_prompt(message: Message) -> bool:

@@ -195,7 +195,7 @@ def launch(fake_api: FakeAnthropicServer, workspace: Path) -> Iterator[Callable[
     env.update(
         ANTHROPIC_BASE_URL=fake_api.base_url,
         ANTHROPIC_API_KEY="test-key",
-        PYTHONPATH=str(REPO),
+        PYTHONPATH=os.pathsep.join([str(REPO.parent), str(REPO)]),  # this tree's agentloop
         TERM="xterm-256color",
         # A pty answers no cursor-position request; without this the editor waits for one.
         PROMPT_TOOLKIT_NO_CPR="1",
