@@ -55,8 +55,28 @@ class Inputs:
             # What this returned, handed back by the compacter's own steps: taken as it is, so
             # that the caller's list stays the one followed from call to call.
             return given[0]
+        grown = self._grown_by_messages(items)
+        if grown is not None:
+            return grown
         out = self._merged(convert(self._accepted(items)))
         self._given = (out, len(out), out[-1] if out else None)
+        return out
+
+    def _grown_by_messages(self, items: Sequence[Any]) -> Sequence[Message] | None:
+        """The per-turn path: ``items``, the list merged last time, grown by Messages only
+        (nothing to convert), merged where it grew; None for any other case."""
+        seen = self._merged_seen
+        if seen is None or seen[0] is not items or self._responses:
+            return None
+        start = _grown_from(seen, items)
+        if not start:
+            return None
+        for index in range(start, len(items)):
+            if type(items[index]) is not Message:
+                return None
+        self._scanned = (items, len(items), items[-1])
+        out = self._merged(items)
+        self._given = (out, len(out), out[-1])
         return out
 
     # -- SDK responses and the usage warning -----------------------------------------------------
