@@ -17,7 +17,7 @@ from ._ids import SHORT_LENGTH, validate_session_ref
 from ._sql_db import MESSAGE_COLUMNS, SqlStoreBase, dt
 from ._sql_leases import LE_COLUMNS, SqlLeases, lease_from, require_lease
 from ._sql_lineage import UPKEEP_COLUMNS
-from ._sql_search import index_messages, search
+from ._sql_search import behind, catch_up, index_messages, search
 from ._store_errors import SessionCompactedError, SessionNotFoundError
 from ._types import Lease, NewMessage, SearchHit, StoredMessage
 
@@ -200,6 +200,13 @@ class MessageMethods(SqlStoreBase[SqlMessages]):
         require_int("excerpt_chars", excerpt_chars, minimum=20)
         if session_id is not None:
             validate_session_ref(session_id)
+        if not getattr(self, "read_only", False):
+            # What waits for the index (SQLite indexes in batches) is indexed first.
+            with self._transaction(write=False) as tx:
+                late = behind(tx.db)
+            if late:
+                with self._transaction(write=True) as tx:
+                    catch_up(tx.db)
         with self._transaction(write=False) as tx:
             root_id = tx.root(tx.resolve(session_id)) if session_id is not None else None
             return search(
