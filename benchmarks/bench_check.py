@@ -68,7 +68,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     estimator = TokenEstimator()
     full, stops = bench_support.tiled_history(coding_session(5, 1_000), estimator, max(SIZES))
     assert full[0].role == "user"
-    time_check(full[: stops[0]], estimator, 50)  # warm-up: imports, caches
+    time_check(full[: stops[0]], estimator, repeat)  # warm-up: imports, caches, the CPU
     rows: list[list[str]] = []
     worst: dict[str, list[float]] = {"alternating": [], "one same-role pair": []}
     for size in SIZES:

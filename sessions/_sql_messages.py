@@ -39,6 +39,9 @@ def message_from(row: Sequence[Any]) -> StoredMessage:
 class SqlMessages(SqlLeases):
     """The messages of one open transaction (the caller resolved, and so locked, the lineage)."""
 
+    batch_waits = False
+    """A batch of messages waits for the search index (SQLite), since this transaction."""
+
     def messages(self, session_id: str) -> list[StoredMessage]:
         rows = self.db.all(
             f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE session_id = ? ORDER BY seq",
@@ -93,11 +96,12 @@ class SqlMessages(SqlLeases):
             self.db.many(
                 f"INSERT INTO messages ({MESSAGE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows
             )
-            index_messages(
+            if index_messages(
                 self.db,
                 root_id,
                 [(session_id, first_seq + n, m.content) for n, m in enumerate(messages)],
-            )
+            ):
+                self.batch_waits = True
         return stored
 
     def append(
@@ -164,7 +168,15 @@ class MessageMethods(SqlStoreBase[SqlMessages]):
         for message in checked:  # serialize before taking the write lock
             dumps(message.metadata)
         with self._transaction(write=True) as tx:
-            return tx.append(tx.resolve(session_id), checked, lease)
+            stored = tx.append(tx.resolve(session_id), checked, lease)
+        if tx.batch_waits:
+            self._index_waiting()
+        return stored
+
+    def _index_waiting(self) -> None:
+        """Index the messages that wait for the search index (SQLite: in the background)."""
+        with self._transaction(write=True) as tx:
+            catch_up(tx.db)
 
     def get_messages(self, session_id: str) -> list[StoredMessage]:
         """All messages of the session, in order."""

@@ -215,25 +215,26 @@ def insert_statements(
         yield dialect.insert(len(batch), stored), [value for row in batch for value in row]
 
 
-def index_messages(db: Db, root_id: str, rows: Iterable[IndexRow], *, stored: bool = False) -> None:
+def index_messages(db: Db, root_id: str, rows: Iterable[IndexRow], *, stored: bool = False) -> bool:
     """Index messages just inserted (same transaction) into the lineage rooted at ``root_id``.
     ``stored``: only those the messages table holds (a copy checks what arrived afterwards,
-    and says what did not). SQLite: they wait for the next batch (:func:`catch_up`), written
-    by this transaction once :data:`SEARCH_BATCH` messages wait."""
+    and says what did not). SQLite: they wait for a batch (:func:`catch_up`); True when
+    :data:`SEARCH_BATCH` messages wait (the store then indexes them in the background)."""
     dialect = dialect_of(db)
     if dialect.deferred:
-        if behind(db, inserted=True) >= SEARCH_BATCH:
-            catch_up(db)
-        return
+        return behind(db, inserted=True) >= SEARCH_BATCH
     params = index_params(dialect, root_id, rows)
     for statement, values in insert_statements(dialect, params, stored):
         db.run(statement, values)
+    return False
 
 
-# SQLite indexes in batches. An FTS5 table writes a new segment (and merges segments) at every
-# commit that changed it, which made an append cost +80 %: now the messages with an id above
-# ``search_state.upto`` wait, an append indexes them all once SEARCH_BATCH wait, a search by a
-# store that may write indexes them first, and a read-only one matches them here, in Python.
+# SQLite indexes in batches, in the background. An FTS5 table tokenizes every word into its
+# pending terms and writes a new segment at every commit that changed it, which made an append
+# cost +80 %: now the messages with an id above ``search_state.upto`` wait; once SEARCH_BATCH
+# wait, the store indexes them all on a thread of its own (``SqliteSessionStore``), between
+# the turns; a search by a store that may write indexes them first, and a read-only one
+# matches them here, in Python.
 # The mark moves in the transaction that writes their index rows, so a kill -9 loses nothing:
 # what was committed and not indexed still waits. Writers are serialized by SQLite, so ids
 # grow in commit order; a trigger (``messages_search_upto``) lowers the mark when the newest
@@ -270,11 +271,16 @@ def catch_up(db: Db) -> int:
     upto = int(row[0]) if row is not None else 0
     count = 0
     while rows := db.all(_WAITING, [upto]):
-        params = []
-        for _id, session_id, seq, root_id, content in rows:
-            params += index_params(dialect, str(root_id), [(str(session_id), int(seq), content)])
-        for statement, values in insert_statements(dialect, params):
-            db.run(statement, values)
+        # The rowid is the message's id, read above: no join back to the messages.
+        values: list[Any] = []
+        for message_id, _session_id, _seq, root_id, content in rows:
+            words = index_words(loads_content(content))
+            if words:
+                values += (message_id, str(root_id), dialect.encode(words))
+        for start in range(0, len(values), 3 * _INSERT_BATCH):
+            chunk = values[start : start + 3 * _INSERT_BATCH]
+            marks = ", ".join(["(?, ?, ?)"] * (len(chunk) // 3))
+            db.run(f"INSERT INTO message_search (rowid, root, body) VALUES {marks}", chunk)
         upto, count = int(rows[-1][0]), count + len(rows)
     db.run("UPDATE search_state SET upto = ?", [upto])
     return count

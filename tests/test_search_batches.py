@@ -15,6 +15,7 @@ from support.store_contract import user
 from sessions import SessionStore, open_store
 from sessions._sql_search import SEARCH_BATCH, behind
 from sessions._sql_store import SqlSessionStore
+from sessions._sqlite import SqliteSessionStore
 
 
 def _behind(store: SessionStore) -> int:
@@ -32,13 +33,16 @@ def _indexed(store: SessionStore) -> int:
 
 
 def test_appends_wait_for_a_batch_and_a_search_sees_them_all(tmp_path: Path) -> None:
-    with open_store(tmp_path / "s.db") as store:
+    with SqliteSessionStore(tmp_path / "s.db") as store:
         session = store.create_session(model="m", workspace="/w")
         for n in range(SEARCH_BATCH - 1):
             store.append_messages(session.id, [user(f"note {n} about PEONY")])
         assert (_indexed(store), _behind(store)) == (0, SEARCH_BATCH - 1)
-        # The append that makes a batch writes the index rows of all that waited.
+        # The append that makes a batch returns; a thread of the store indexes all that waited.
+        assert store._indexer is None
         store.append_messages(session.id, [user("the last note")])
+        assert store._indexer is not None
+        store._indexer.join()
         assert (_indexed(store), _behind(store)) == (SEARCH_BATCH, 0)
         store.append_messages(session.id, [user("one more about PEONY and LILAC")])
         assert _behind(store) == 1
