@@ -212,6 +212,9 @@ def bench_searches(
 def set_durable(store: SessionStore, durable: bool) -> None:
     """Commits wait for the disk (the default), or not: the index's own cost, without the
     fsync that dominates (and varies) on this machine."""
+    indexer: Any = getattr(store, "_indexer", None)
+    if indexer is not None:  # a batch of the search index being written (SQLite)
+        indexer.join()
     conn: Any = getattr(store, "_conn", None)
     if conn is None:
         raise SystemExit("the append benchmark needs a store with one connection")

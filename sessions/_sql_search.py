@@ -1,9 +1,10 @@
 """Full-text search over stored messages: the index's upkeep and its queries, for both backends.
 
 The index holds one row per message: its words (:func:`sessions._search_text.index_words`) and
-its lineage's root id, written by the same transaction as the message (so it is never behind),
-and removed with it by the database itself (SQLite: a trigger on ``messages``; PostgreSQL: a
-foreign key ``ON DELETE CASCADE``), whatever deletes the message.
+its lineage's root id, written by the same transaction as the message on PostgreSQL, in batches
+on SQLite (:func:`catch_up`; a search sees what waits all the same), and removed with it by the
+database itself (SQLite: a trigger on ``messages``; PostgreSQL: a foreign key ``ON DELETE
+CASCADE``), whatever deletes the message.
 
 - SQLite: an FTS5 table ``message_search(body, root)`` whose rowid is the message's id. A
   conversation's search is ``root : "<root id>" AND body : (...)``: FTS5 intersects the root's
