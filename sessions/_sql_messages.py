@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import UTC
@@ -18,7 +19,7 @@ from ._sql_db import MESSAGE_COLUMNS, SqlStoreBase, dt
 from ._sql_leases import LE_COLUMNS, SqlLeases, lease_from, require_lease
 from ._sql_lineage import UPKEEP_COLUMNS
 from ._sql_search import behind, catch_up, index_messages, search
-from ._store_errors import SessionCompactedError, SessionNotFoundError
+from ._store_errors import SessionCompactedError, SessionNotFoundError, StoreBusyError
 from ._types import Lease, NewMessage, SearchHit, StoredMessage
 
 
@@ -217,7 +218,8 @@ class MessageMethods(SqlStoreBase[SqlMessages]):
             with self._transaction(write=False) as tx:
                 late = behind(tx.db)
             if late:
-                with self._transaction(write=True) as tx:
+                # Busy (another writer): what waits is matched where it waits, in Python.
+                with contextlib.suppress(StoreBusyError), self._transaction(write=True) as tx:
                     catch_up(tx.db)
         with self._transaction(write=False) as tx:
             root_id = tx.root(tx.resolve(session_id)) if session_id is not None else None
