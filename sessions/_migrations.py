@@ -215,6 +215,32 @@ def m003_search_index(conn: sqlite3.Connection) -> None:
 READ_ONLY_SHIMS["m003_search_index"] = lambda conn: None
 
 
+@migration
+def m004_search_in_batches(conn: sqlite3.Connection) -> None:
+    """The index written in batches (:func:`sessions._sql_search.catch_up`): the id of the
+    newest message indexed (every one so far: the index was written with them), lowered by a
+    trigger when the newest messages are deleted, so that an id SQLite reuses is indexed."""
+    newest = "coalesce((SELECT max(id) FROM messages), 0)"
+    conn.execute("CREATE TABLE search_state (upto INTEGER NOT NULL)")
+    conn.execute(f"INSERT INTO search_state (upto) SELECT {newest}")
+    conn.execute(
+        "CREATE TRIGGER messages_search_upto AFTER DELETE ON messages "
+        f"WHEN old.id > {newest} BEGIN "
+        f"UPDATE search_state SET upto = {newest} WHERE upto > {newest}; END"
+    )
+
+
+def _m004_read_only(conn: sqlite3.Connection) -> None:
+    # Written by a version that indexed every message with its append: none waits.
+    conn.execute(
+        "CREATE TEMP TABLE search_state AS "
+        "SELECT coalesce((SELECT max(id) FROM main.messages), 0) AS upto"
+    )
+
+
+READ_ONLY_SHIMS["m004_search_in_batches"] = _m004_read_only
+
+
 def ensure_migrations_table(conn: sqlite3.Connection) -> None:
     conn.execute(
         f"CREATE TABLE IF NOT EXISTS {MIGRATIONS_TABLE} "

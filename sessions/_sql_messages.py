@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import UTC
@@ -17,8 +18,8 @@ from ._ids import SHORT_LENGTH, validate_session_ref
 from ._sql_db import MESSAGE_COLUMNS, SqlStoreBase, dt
 from ._sql_leases import LE_COLUMNS, SqlLeases, lease_from, require_lease
 from ._sql_lineage import UPKEEP_COLUMNS
-from ._sql_search import index_messages, search
-from ._store_errors import SessionCompactedError, SessionNotFoundError
+from ._sql_search import behind, catch_up, index_messages, search
+from ._store_errors import SessionCompactedError, SessionNotFoundError, StoreBusyError
 from ._types import Lease, NewMessage, SearchHit, StoredMessage
 
 
@@ -38,6 +39,9 @@ def message_from(row: Sequence[Any]) -> StoredMessage:
 
 class SqlMessages(SqlLeases):
     """The messages of one open transaction (the caller resolved, and so locked, the lineage)."""
+
+    batch_waits = False
+    """A batch of messages waits for the search index (SQLite), since this transaction."""
 
     def messages(self, session_id: str) -> list[StoredMessage]:
         rows = self.db.all(
@@ -93,11 +97,12 @@ class SqlMessages(SqlLeases):
             self.db.many(
                 f"INSERT INTO messages ({MESSAGE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows
             )
-            index_messages(
+            if index_messages(
                 self.db,
                 root_id,
                 [(session_id, first_seq + n, m.content) for n, m in enumerate(messages)],
-            )
+            ):
+                self.batch_waits = True
         return stored
 
     def append(
@@ -164,7 +169,15 @@ class MessageMethods(SqlStoreBase[SqlMessages]):
         for message in checked:  # serialize before taking the write lock
             dumps(message.metadata)
         with self._transaction(write=True) as tx:
-            return tx.append(tx.resolve(session_id), checked, lease)
+            stored = tx.append(tx.resolve(session_id), checked, lease)
+        if tx.batch_waits:
+            self._index_waiting()
+        return stored
+
+    def _index_waiting(self) -> None:
+        """Index the messages that wait for the search index (SQLite: in the background)."""
+        with self._transaction(write=True) as tx:
+            catch_up(tx.db)
 
     def get_messages(self, session_id: str) -> list[StoredMessage]:
         """All messages of the session, in order."""
@@ -200,6 +213,14 @@ class MessageMethods(SqlStoreBase[SqlMessages]):
         require_int("excerpt_chars", excerpt_chars, minimum=20)
         if session_id is not None:
             validate_session_ref(session_id)
+        if not getattr(self, "read_only", False):
+            # What waits for the index (SQLite indexes in batches) is indexed first.
+            with self._transaction(write=False) as tx:
+                late = behind(tx.db)
+            if late:
+                # Busy (another writer): what waits is matched where it waits, in Python.
+                with contextlib.suppress(StoreBusyError), self._transaction(write=True) as tx:
+                    catch_up(tx.db)
         with self._transaction(write=False) as tx:
             root_id = tx.root(tx.resolve(session_id)) if session_id is not None else None
             return search(

@@ -1,9 +1,10 @@
 """Full-text search over stored messages: the index's upkeep and its queries, for both backends.
 
 The index holds one row per message: its words (:func:`sessions._search_text.index_words`) and
-its lineage's root id, written by the same transaction as the message (so it is never behind),
-and removed with it by the database itself (SQLite: a trigger on ``messages``; PostgreSQL: a
-foreign key ``ON DELETE CASCADE``), whatever deletes the message.
+its lineage's root id, written by the same transaction as the message on PostgreSQL, in batches
+on SQLite (:func:`catch_up`; a search sees what waits all the same), and removed with it by the
+database itself (SQLite: a trigger on ``messages``; PostgreSQL: a foreign key ``ON DELETE
+CASCADE``), whatever deletes the message.
 
 - SQLite: an FTS5 table ``message_search(body, root)`` whose rowid is the message's id. A
   conversation's search is ``root : "<root id>" AND body : (...)``: FTS5 intersects the root's
@@ -68,6 +69,8 @@ class SearchDialect:
     name: str
     exists: str
     """One row when the index table exists (an older store opened read-only has none)."""
+    deferred = False
+    """Messages are indexed in batches after their append (see :func:`catch_up`), not by it."""
 
     def encode(self, words: Sequence[str]) -> str:
         """A message's words as the insert's parameter: separated by spaces (each is letters
@@ -96,6 +99,7 @@ class SqliteSearch(SearchDialect):
 
     name = "sqlite"
     exists = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'message_search'"
+    deferred = True
     _SCORE = "bm25(message_search, 1.0, 0.0)"  # the root column does not rank
 
     def insert(self, count: int, stored: bool = False) -> str:
@@ -212,14 +216,101 @@ def insert_statements(
         yield dialect.insert(len(batch), stored), [value for row in batch for value in row]
 
 
-def index_messages(db: Db, root_id: str, rows: Iterable[IndexRow], *, stored: bool = False) -> None:
+def index_messages(db: Db, root_id: str, rows: Iterable[IndexRow], *, stored: bool = False) -> bool:
     """Index messages just inserted (same transaction) into the lineage rooted at ``root_id``.
     ``stored``: only those the messages table holds (a copy checks what arrived afterwards,
-    and says what did not)."""
+    and says what did not). SQLite: they wait for a batch (:func:`catch_up`); True when
+    :data:`SEARCH_BATCH` messages wait (the store then indexes them in the background)."""
     dialect = dialect_of(db)
+    if dialect.deferred:
+        return behind(db, inserted=True) >= SEARCH_BATCH
     params = index_params(dialect, root_id, rows)
     for statement, values in insert_statements(dialect, params, stored):
         db.run(statement, values)
+    return False
+
+
+# SQLite indexes in batches, in the background. An FTS5 table tokenizes every word into its
+# pending terms and writes a new segment at every commit that changed it, which made an append
+# cost +80 %: now the messages with an id above ``search_state.upto`` wait; once SEARCH_BATCH
+# wait, the store indexes them all on a thread of its own (``SqliteSessionStore``), between
+# the turns; a search by a store that may write indexes them first, and a read-only one
+# matches them here, in Python.
+# The mark moves in the transaction that writes their index rows, so a kill -9 loses nothing:
+# what was committed and not indexed still waits. Writers are serialized by SQLite, so ids
+# grow in commit order; a trigger (``messages_search_upto``) lowers the mark when the newest
+# messages are deleted, so that a reused id is never taken for indexed.
+
+SEARCH_BATCH = 64
+"""Messages that wait for the index before an append indexes them (SQLite)."""
+
+_BEHIND = "SELECT coalesce((SELECT max(id) FROM messages), 0) - upto FROM search_state"
+_BEHIND_INSERTED = "SELECT last_insert_rowid() - upto FROM search_state"
+"""Right after messages were inserted: the newest is the connection's last row (an append reads
+nothing of the messages table)."""
+_WAITING = (
+    "SELECT m.id, m.session_id, m.seq, s.root_id, m.content FROM messages m "
+    "JOIN sessions s ON s.id = m.session_id WHERE m.id > ? ORDER BY m.id LIMIT 500"
+)
+
+
+def behind(db: Db, *, inserted: bool = False) -> int:
+    """How many message ids are above the index's mark (0: none waits; PostgreSQL: always 0);
+    ``inserted``: called right after inserting messages."""
+    if not dialect_of(db).deferred:
+        return 0
+    row = db.one(_BEHIND_INSERTED if inserted else _BEHIND)
+    return int(row[0]) if row is not None else 0
+
+
+def catch_up(db: Db) -> int:
+    """Index every message that waits (in the caller's write transaction); how many."""
+    dialect = dialect_of(db)
+    if not dialect.deferred:
+        return 0
+    row = db.one("SELECT upto FROM search_state")
+    upto = int(row[0]) if row is not None else 0
+    count = 0
+    while rows := db.all(_WAITING, [upto]):
+        # The rowid is the message's id, read above: no join back to the messages.
+        values: list[Any] = []
+        for message_id, _session_id, _seq, root_id, content in rows:
+            words = index_words(loads_content(content))
+            if words:
+                values += (message_id, str(root_id), dialect.encode(words))
+        for start in range(0, len(values), 3 * _INSERT_BATCH):
+            chunk = values[start : start + 3 * _INSERT_BATCH]
+            marks = ", ".join(["(?, ?, ?)"] * (len(chunk) // 3))
+            db.run(f"INSERT INTO message_search (rowid, root, body) VALUES {marks}", chunk)
+        upto, count = int(rows[-1][0]), count + len(rows)
+    db.run("UPDATE search_state SET upto = ?", [upto])
+    return count
+
+
+def _waiting_matches(
+    db: Db, terms: Sequence[Term], any_term: bool, roots: Sequence[str] | None
+) -> list[Match]:
+    """The messages not indexed yet that match (a read-only store cannot index them), ranked
+    after those the index found."""
+    if not dialect_of(db).deferred:
+        return []
+    row = db.one("SELECT upto FROM search_state")
+    upto = int(row[0]) if row is not None else 0
+    wanted = None if roots is None else set(roots)
+    found: list[Match] = []
+    while rows := db.all(_WAITING, [upto]):
+        for _id, session_id, seq, root_id, content in rows:
+            if wanted is not None and str(root_id) not in wanted:
+                continue
+            words = set(index_words(loads_content(content)))
+            hits = (
+                any(w.startswith(t.word) for w in words) if t.prefix else t.word in words
+                for t in terms
+            )
+            if any(hits) if any_term else all(hits):
+                found.append((str(session_id), int(seq), 0.0))
+        upto = int(rows[-1][0])
+    return found
 
 
 BACKFILL_BATCH = (
@@ -292,11 +383,13 @@ def search(
         if not roots:
             return []
     statement, params = dialect.ranked(terms, any_term, roots)
+    waiting = _waiting_matches(db, terms, any_term, roots)
     pool = max(4 * limit + 16, 32)
     while True:
         matches: list[Match] = [
             (str(row[0]), int(row[1]), float(row[2])) for row in db.all(statement, [*params, pool])
         ]
+        matches += waiting
         hits = _hits(db, matches, terms, limit, excerpt_chars, exclude_tools, redact)
         if len(hits) >= limit or len(matches) < pool or pool >= _MAX_POOL:
             return hits

@@ -10,12 +10,14 @@ connection and its transactions :mod:`sessions._sqlite_db`; the SQL, shared with
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
 from ._lease_book import LeaseBook
+from ._sql_search import catch_up
 from ._sql_store import SqlSessionStore
 from ._sql_transaction import SqlTransaction
 from ._sqlite_db import DEFAULT_BUSY_TIMEOUT, SqliteConnection
@@ -38,6 +40,7 @@ class SqliteSessionStore(SqliteConnection, SqlSessionStore):
     ) -> None:
         self._clock = clock or (lambda: datetime.now(UTC))
         self._book = LeaseBook()
+        self._indexer: threading.Thread | None = None
         SqliteConnection.__init__(self, path, busy_timeout=busy_timeout, read_only=read_only)
 
     @contextmanager
@@ -48,6 +51,33 @@ class SqliteSessionStore(SqliteConnection, SqlSessionStore):
                 yield tx
             for done in tx.on_commit:
                 done()
+
+    def _index_waiting(self) -> None:
+        """Index the batch that waits for the search index on a thread, so that the append
+        that completed it returns at once (a turn's next append comes after a model call)."""
+        indexer = self._indexer
+        if indexer is not None and indexer.is_alive():
+            return  # it indexes until none waits
+        self._indexer = threading.Thread(
+            target=self._index_batch, name="agentloop-search-index", daemon=True
+        )
+        self._indexer.start()
+
+    def _index_batch(self) -> None:
+        try:
+            with self._transaction(write=True) as tx:
+                catch_up(tx.db)
+        except Exception:
+            # Closed meanwhile, or the disk refused: the messages wait, committed, for the next
+            # batch or search, which index them (nothing is lost: the mark did not move).
+            pass
+
+    def close(self) -> None:
+        """Close the connection (idempotent), once a batch being indexed is written."""
+        indexer = self._indexer
+        if indexer is not None and indexer is not threading.current_thread():
+            indexer.join()
+        super().close()
 
     def __repr__(self) -> str:
         return f"SqliteSessionStore({str(self.path)!r})"

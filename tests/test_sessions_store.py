@@ -90,6 +90,8 @@ def test_append_statements_do_not_depend_on_session_length(store: SqliteSessionS
     def statements(session_id: str) -> list[str]:
         seen: list[str] = []
         assert store._conn is not None
+        if store._indexer is not None:  # a batch for the search index, written on a thread
+            store._indexer.join()
         store._conn.set_trace_callback(seen.append)
         try:
             store.append_messages(session_id, [user("y")])

@@ -18,11 +18,11 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from agentloop._core.model import EFFORT_LEVELS
 from agentloop._core.settings import STRATEGIES
 from agentloop._core.validation import (
     DEFAULT_MODEL,
     DEFAULT_THRESHOLD,
+    EFFORT_LEVELS,
     parse_positive_int,
     validate_threshold,
 )

@@ -7,6 +7,7 @@ estimated locally and scaled by a calibration ratio (tiktoken is not Claude's to
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import lru_cache
 from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict
@@ -177,6 +178,7 @@ def breaker_hold(window: int, max_output_tokens: int, trigger: int, tokens: int)
     return held if held > max(trigger, tokens) else None
 
 
+@lru_cache(maxsize=64)  # asked at every safe boundary with the same three numbers
 def trigger_tokens(window: int, threshold: float, max_output_tokens: int) -> tuple[int, str]:
     """Where compaction triggers: the threshold, or earlier if the reply reserve (see
     :func:`reply_reserve`) would not fit above it."""

@@ -16,8 +16,6 @@ from agentloop._core.validation import DEFAULT_MAX_TOKENS
 from agentloop._errors import ModelError
 
 TextCallback = Callable[[str], None]
-EFFORT_LEVELS = ("low", "medium", "high", "xhigh", "max")
-"""The values of ``output_config.effort`` (:attr:`Thinking.effort`)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,6 +13,8 @@ DEFAULT_THRESHOLD = 0.85
 """Compaction triggers at this fraction of the context window."""
 DEFAULT_MAX_TOKENS = 8192
 """The reply size asked for (``max_tokens``) unless told otherwise."""
+EFFORT_LEVELS = ("low", "medium", "high", "xhigh", "max")
+"""The values of ``output_config.effort`` (:attr:`~agentloop._core.model.Thinking.effort`)."""
 
 
 def validate_threshold(value: float | str) -> float:

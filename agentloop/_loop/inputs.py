@@ -32,6 +32,12 @@ class Inputs:
         self._responses: dict[int, tuple[object, Message]] = {}
         self._merges: dict[tuple[int, ...], tuple[tuple[Message, ...], Message]] = {}
         self._merged_seen: tuple[object, int, object] | None = None
+        self._out: list[Message] | None = None
+        """The merged list last returned, when it is not the input itself (a pair merged)."""
+        self._run_start = 0
+        """Where, in the input, the run of the merged list's last message starts."""
+        self._tail_key: tuple[int, ...] | None = None
+        """The cache key of that run's merge (None: a message alone)."""
         self._without_usage = 0
         self._warned = False
         self._given: tuple[Sequence[Message], int, object] | None = None
@@ -49,8 +55,28 @@ class Inputs:
             # What this returned, handed back by the compacter's own steps: taken as it is, so
             # that the caller's list stays the one followed from call to call.
             return given[0]
+        grown = self._grown_by_messages(items)
+        if grown is not None:
+            return grown
         out = self._merged(convert(self._accepted(items)))
         self._given = (out, len(out), out[-1] if out else None)
+        return out
+
+    def _grown_by_messages(self, items: Sequence[Any]) -> Sequence[Message] | None:
+        """The per-turn path: ``items``, the list merged last time, grown by Messages only
+        (nothing to convert), merged where it grew; None for any other case."""
+        seen = self._merged_seen
+        if seen is None or seen[0] is not items or self._responses:
+            return None
+        start = _grown_from(seen, items)
+        if not start:
+            return None
+        for index in range(start, len(items)):
+            if type(items[index]) is not Message:
+                return None
+        self._scanned = (items, len(items), items[-1])
+        out = self._merged(items)
+        self._given = (out, len(out), out[-1])
         return out
 
     # -- SDK responses and the usage warning -----------------------------------------------------
@@ -105,41 +131,74 @@ class Inputs:
 
     def _merged(self, messages: Sequence[Message]) -> Sequence[Message]:
         start = _grown_from(self._merged_seen, messages)
-        repeats = any(
-            _joins(messages[index - 1], messages[index])
-            for index in range(max(start, 1), len(messages))
-        )
         if messages:
             self._merged_seen = (messages, len(messages), messages[-1])
-        if not repeats and not (start and self._merges):
+        out = self._out if start else None
+        if start and out is not None:
+            if start < len(messages) and _joins(messages[start - 1], messages[start]):
+                # The newest run goes on: merged again into a new list, so that a list
+                # returned before never changes under its holder (it only grows, as theirs).
+                if self._tail_key is not None:
+                    self._merges.pop(self._tail_key, None)
+                return self._merge_from(messages, out[:-1], self._run_start, self._merges)
+            return self._merge_from(messages, out, start, self._merges)
+        # Alternating so far (what was returned is ``messages`` itself): only the new part is
+        # looked at. A new list (or the first call) is looked at whole.
+        first = _first_join(messages, max(start, 1))
+        if first is None:
+            if not start:
+                self._out, self._merges = None, {}
             return messages
-        out: list[Message] = []
-        merges: dict[tuple[int, ...], tuple[tuple[Message, ...], Message]] = {}
-        index = 0
+        # From the first pair on, the merged list is a list of its own, grown from then on.
+        old = self._merges if not start else {}
+        self._merges = {}
+        return self._merge_from(messages, list(messages[: first - 1]), first - 1, old)
+
+    def _merge_from(
+        self,
+        messages: Sequence[Message],
+        out: list[Message],
+        index: int,
+        known: dict[tuple[int, ...], tuple[tuple[Message, ...], Message]],
+    ) -> list[Message]:
+        """``out`` (the merged ``messages[:index]``) grown by the rest of ``messages``: each run
+        of messages the API combines merged once (``known``: merges made before, by the
+        messages' identities)."""
         while index < len(messages):
             end = index + 1
             while end < len(messages) and _joins(messages[end - 1], messages[end]):
                 end += 1
-            run = tuple(messages[index:end])
-            if len(run) == 1:
-                out.append(run[0])
+            self._run_start, self._tail_key = index, None
+            if end - index == 1:
+                out.append(messages[index])
             else:
+                run = tuple(messages[index:end])
                 key = tuple(id(m) for m in run)
-                cached = self._merges.get(key)
+                cached = known.get(key)
                 if cached is None or any(a is not b for a, b in zip(cached[0], run, strict=True)):
                     cached = (run, merge_consecutive(run)[0])
-                merges[key] = cached
+                self._merges[key] = cached
+                self._tail_key = key
                 out.append(cached[1])
             index = end
-        self._merges = merges
+        self._out = out
         return out
+
+
+def _first_join(messages: Sequence[Message], start: int) -> int | None:
+    """The index of the first message from ``start`` on that the API joins to the one before."""
+    for index in range(start, len(messages)):
+        if _joins(messages[index - 1], messages[index]):
+            return index
+    return None
 
 
 def _joins(previous: Message, message: Message) -> bool:
     """Whether the API combines ``message`` with ``previous`` into one turn (the API's summary
     and system messages stand alone)."""
-    alone = message.role == "system" or previous.is_compaction_only
-    return message.role == previous.role and not alone
+    if message.role != previous.role or message.role == "system":
+        return False
+    return not previous.is_compaction_only
 
 
 def _unchanged(seen: tuple[Sequence[Any], int, object], items: Sequence[Any]) -> bool:

@@ -20,7 +20,6 @@ from agentloop._core.blocks import ToolUseBlock, is_tool_result, is_tool_use
 from agentloop._core.effects import CallModel, Effect, RunTool, StartBackground, Steps, perform
 from agentloop._core.messages import ContentBlock, Message
 from agentloop._core.model import (
-    EFFORT_LEVELS,
     AsyncModel,
     Model,
     ModelRequest,
@@ -30,6 +29,7 @@ from agentloop._core.model import (
     reply_max_tokens,
 )
 from agentloop._core.tool import Tool
+from agentloop._core.validation import EFFORT_LEVELS
 from agentloop._errors import ConfigurationError
 from agentloop._loop.ahead import Ahead
 from agentloop._loop.conversation_compacter import ConversationCompacter

@@ -27,6 +27,7 @@ from sessions import (
     SessionStore,
     open_store,
 )
+from sessions._sql_search import catch_up
 from sessions._sql_store import SqlSessionStore
 from sessions._sql_transaction import SqlTransaction
 
@@ -272,8 +273,11 @@ DETAIL = "The deploy key is called ORCHID-7; it lives in src/deploy/keys.py."
 
 
 def index_rows(store: SessionStore) -> int:
-    """Rows of the search index, read in the table itself."""
+    """Rows of the search index, read in the table itself once it caught up with the messages
+    (SQLite indexes them in batches; a search catches up first)."""
     assert isinstance(store, SqlSessionStore)
+    with store._transaction(write=True) as tx:
+        catch_up(tx.db)
     with store._transaction(write=False) as tx:
         row = tx.db.one("SELECT count(*) FROM message_search")
     assert row is not None
