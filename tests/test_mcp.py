@@ -311,29 +311,22 @@ def test_git_server_on_a_scratch_repository(scratch_repo: Path) -> None:
     assert state.line() == "git: closed"
 
 
-def _npm_cache() -> Path:
-    override = os.environ.get("AGENTLOOP_TEST_NPM_CACHE")
-    if override:
-        return Path(override)
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "agentloop-tests"
+NPM_PREFIX = Path(__file__).resolve().parents[1] / ".ci-npm"
+"""Where the install step (``.ci/run``, or the README's command) puts the filesystem server:
+the tests themselves fetch nothing."""
 
 
 @pytest.fixture(scope="session")
 def filesystem_server() -> Path:
-    """The npm prefix holding @modelcontextprotocol/server-filesystem, installed once."""
-    if shutil.which("npx") is None or shutil.which("npm") is None:
+    """The npm prefix holding @modelcontextprotocol/server-filesystem."""
+    if shutil.which("npx") is None:
         pytest.skip("Node.js (npx) is not installed: the filesystem server cannot run")
-    prefix = _npm_cache() / "npm"
+    prefix = Path(os.environ.get("AGENTLOOP_TEST_NPM_PREFIX") or NPM_PREFIX)
     if not (prefix / "node_modules" / ".bin" / "mcp-server-filesystem").exists():
-        prefix.mkdir(parents=True, exist_ok=True)
-        done = subprocess.run(
-            ["npm", "install", "--no-audit", "--no-fund", "--prefix", str(prefix), FILESYSTEM],
-            capture_output=True,
-            text=True,
-            timeout=300,
+        pytest.skip(
+            f"the filesystem server is not installed in {prefix}: "
+            f"npm install --prefix .ci-npm {FILESYSTEM} (.ci/run does)"
         )
-        if done.returncode != 0:
-            pytest.skip(f"npm could not install the filesystem server: {done.stderr[-300:]}")
     return prefix
 
 
