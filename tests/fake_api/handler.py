@@ -185,6 +185,9 @@ class RequestHandler(BaseHTTPRequestHandler):
         counted = self.fake.count_input_tokens(body)
         if counted <= window:
             return False
+        kind = "compaction request" if "compaction" in body else "request"
+        with self.fake._lock:
+            self.fake.too_long.append(f"a {kind} of {counted} tokens > {window}")
         self._send_error(prompt_too_long(counted, window))
         return True
 

@@ -182,6 +182,8 @@ class FakeAnthropicServer:
         conversation references more is ``compaction_too_many_tool_references``."""
         self.refusals_expected = False
         """When true, a refused request goes to ``refusals`` instead of ``violations``."""
+        self.too_long: list[str] = []
+        """Every request refused "prompt is too long" (over ``context_window``), in order."""
         self.refusals: list[str] = []
         """Every refused request's problems (expected or not), in order."""
         self._compaction_failures: deque[str] = deque()
