@@ -393,7 +393,7 @@ def test_a_task_budget_is_refused_with_compaction_and_beside_the_block(
 @pytest.mark.parametrize("model", [SONNET, "claude-haiku-5-5", "claude-opus-5-5"])
 def test_the_55_models_write_up_to_128k_tokens(server: FakeAnthropicServer, model: str) -> None:
     spec = server.client().models.retrieve(model)
-    assert spec.max_tokens == 128_000  # type: ignore[attr-defined]
+    assert spec.max_tokens == 128_000
     hi: Any = [{"role": "user", "content": "Hi"}]
     server.enqueue(text_reply("ok"))
     create(server, model=model, messages=hi, max_tokens=128_000, timeout=60)

@@ -51,20 +51,22 @@ def _prefix() -> tuple[str, list[FunctionTool]]:
         )
         for n in range(19)
     ]
-    return system, [READ, *tools]
+    return system, [read_tool(RESULT_CHARS), *tools]
 
 
-def _read(tool_input: Mapping[str, Any]) -> str:
-    line = filler(f"line of chunk {tool_input.get('n')}", 12)
-    return "\n".join([line] * (RESULT_CHARS // (len(line) + 1)))
+def read_tool(chars: int) -> FunctionTool:
+    """``read``: a numbered chunk of the project, ``chars`` characters long."""
 
+    def read(tool_input: Mapping[str, Any]) -> str:
+        line = filler(f"line of chunk {tool_input.get('n')}", 12)
+        return "\n".join([line] * (chars // (len(line) + 1)))
 
-READ = FunctionTool(
-    name="read",
-    description="Read a numbered chunk of the project.",
-    input_schema={"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]},
-    function=_read,
-)
+    return FunctionTool(
+        name="read",
+        description="Read a numbered chunk of the project.",
+        input_schema={"type": "object", "properties": {"n": {"type": "integer"}}},
+        function=read,
+    )
 
 
 class Warnings(Recorder):
@@ -116,29 +118,34 @@ def latest_request(body: Mapping[str, Any]) -> str:
     return found
 
 
-@pytest.mark.parametrize("strategy", ["auto", "summarize"])
-def test_a_26k_prefix_session_at_60k_on_sonnet_55_sends_no_refused_request(
-    tmp_path: Path, strategy: Any
-) -> None:
-    system, tools = _prefix()
+def run_session(
+    tmp_path: Path,
+    strategy: Any,
+    *,
+    window: int,
+    system: str,
+    tools: list[FunctionTool],
+    turns: int,
+    reply_tokens: int,
+    thinking: int,
+    prepare_at: float | None,
+) -> tuple[FakeAnthropicServer, Replay, Warnings]:
+    """``turns`` requests through an :class:`AgentLoop` on the server (stopped on return; its
+    records stay readable)."""
     with (
-        FakeAnthropicServer(context_window=WINDOW, thinking_tokens=THINKING) as fake,
+        FakeAnthropicServer(context_window=window, thinking_tokens=thinking) as fake,
         open_store(tmp_path / "sessions.db") as store,
     ):
-        fake.expect_refusals()  # counted below, with what they were
+        fake.expect_refusals()  # asserted by the tests, with what they were
         script = Replay()
         fake.handler = script
         model = AnthropicModel(api_key="test-key", base_url=fake.base_url, max_retries=0)
-        fixed = fake.count_input_tokens(
-            {"system": system, "tools": [tool_definition(t) for t in tools], "messages": []}
-        )
-        assert 24_000 <= fixed <= 28_000, fixed
         compacter = ConversationCompacter(
             model_name=SONNET_55,
-            context_window=WINDOW,
+            context_window=window,
             model=model,
-            max_output_tokens=REPLY_TOKENS,
-            settings=CompactionSettings(strategy=strategy, prepare_at=0.5),
+            max_output_tokens=reply_tokens,
+            settings=CompactionSettings(strategy=strategy, prepare_at=prepare_at),
         )
         recorder = Warnings(script)
         loop = AgentLoop(
@@ -150,30 +157,89 @@ def test_a_26k_prefix_session_at_60k_on_sonnet_55_sends_no_refused_request(
             title="issue 34 replay",
             system=system,
             tools=tools,
-            max_tokens=REPLY_TOKENS,
+            max_tokens=reply_tokens,
             events=recorder,
         )
         recorder.loop = loop
-        for n in range(8):
+        for n in range(turns):
             loop.run_turn(filler(f"request {n}", 60))
         loop.close()
-        assert fake.refusals == [] and fake.violations == []
-        assert fake.too_long == []  # no request over the window was sent
-        assert len(recorder.transitions) >= 3, "the session compacted too little to tell"
-        assert fake.context_window is not None
-        # Tool results were shortened to fit (the case the issue found), and the compaction
-        # requests after it sent them as they were sent: none refused, none over the window.
-        assert any("shortened" in text for text in recorder.warnings)
-        compactions = [b for b in fake.message_requests if b.get("compaction") is not None]
-        assert compactions and all(
-            fake.count_input_tokens(b) <= fake.context_window for b in compactions
-        )
-        summaries = len(compactions) + len(script.summaries)
-        assert summaries <= 2 * len(recorder.transitions)
-        for transition in recorder.transitions:
-            summary = transition.summary
-            assert summary.summary_calls + summary.discarded_calls <= 2
-        # No summary prepared before the fixed prefix leaves room for one to be used.
-        first_turn = fake.message_requests[0]
-        assert first_turn.get("compaction") is None
-        assert fake.message_requests[1].get("compaction") is None
+    return fake, script, recorder
+
+
+def summary_requests(fake: FakeAnthropicServer, script: Replay) -> int:
+    """The API's compaction requests and agentloop's own summary requests."""
+    compactions = [b for b in fake.message_requests if b.get("compaction") is not None]
+    return len(compactions) + len(script.summaries)
+
+
+@pytest.mark.parametrize("strategy", ["auto", "summarize"])
+def test_a_26k_prefix_session_at_60k_on_sonnet_55_sends_no_refused_request(
+    tmp_path: Path, strategy: Any
+) -> None:
+    system, tools = _prefix()
+    fixed = FakeAnthropicServer().count_input_tokens(
+        {"system": system, "tools": [tool_definition(t) for t in tools], "messages": []}
+    )
+    assert 24_000 <= fixed <= 28_000, fixed
+    fake, script, recorder = run_session(
+        tmp_path, strategy, window=WINDOW, system=system, tools=tools, turns=8,
+        reply_tokens=REPLY_TOKENS, thinking=THINKING, prepare_at=0.5,
+    )  # fmt: skip
+    assert fake.refusals == [] and fake.violations == []
+    assert fake.too_long == []  # no request over the window was sent
+    assert len(recorder.transitions) >= 3, "the session compacted too little to tell"
+    # Tool results were shortened to fit (the case the issue found), and the compaction
+    # requests after it sent them as they were sent: none refused, none over the window.
+    assert any("shortened" in text for text in recorder.warnings)
+    compactions = [b for b in fake.message_requests if b.get("compaction") is not None]
+    assert compactions and all(fake.count_input_tokens(b) <= WINDOW for b in compactions)
+    assert summary_requests(fake, script) <= 2 * len(recorder.transitions)
+    for transition in recorder.transitions:
+        summary = transition.summary
+        assert summary.summary_calls + summary.discarded_calls <= 2
+    # No summary prepared before the fixed prefix leaves room for one to be used.
+    assert all(b.get("compaction") is None for b in fake.message_requests[:2])
+
+
+def _preparing(system: str, prepare_at: float = 0.5) -> tuple[ConversationCompacter, list[Any]]:
+    from agentloop import Message
+    from agentloop.testing import ScriptedModel
+
+    model = ScriptedModel(on_demand_compaction=True)
+    compacter = ConversationCompacter(
+        model_name=SONNET_55,
+        context_window=WINDOW,
+        model=model,
+        max_output_tokens=REPLY_TOKENS,
+        settings=CompactionSettings(strategy="auto", prepare_at=prepare_at),
+    )
+    return compacter, [Message.user(filler("request 0", 2_000))]
+
+
+def test_no_summary_is_prepared_below_the_mark_of_the_room_beside_the_fixed_prefix() -> None:
+    system, tools = _prefix()  # the 26k fixed prefix
+    definitions = [tool_definition(t) for t in tools]
+    compacter, history = _preparing(system)
+    # Past half the trigger (the old mark) by the fixed prefix, but little of the room beside
+    # it is used yet: a summary now would summarize one message.
+    decision = compacter.should_compact(history, system=system, tools=definitions)
+    assert decision.usage.tokens > decision.trigger_tokens * 0.5
+    job = compacter.prepare_job("s", history, system=system, tools=definitions, decision=decision)
+    assert job is None
+    small, history = _preparing("You are a careful coding agent.", prepare_at=0.01)
+    assert small.prepare_job("s", history, system="You are a careful coding agent.") is not None
+
+
+def test_at_most_two_summaries_are_prepared_between_two_compactions() -> None:
+    system = "You are a careful coding agent."
+    compacter, history = _preparing(system, prepare_at=0.01)
+    compacter.settings = CompactionSettings(strategy="auto", prepare_at=0.01, refresh_at=0.01)
+    started = 0
+    for _ in range(4):
+        if compacter.prepare_job("s", history, system=system) is not None:
+            started += 1
+            compacter.preparation.ready = None  # as if each one came back unusable
+    assert started == 2
+    compacter.preparation.take_discarded()  # a compaction ran: the count starts again
+    assert compacter.prepare_job("s", history, system=system) is not None

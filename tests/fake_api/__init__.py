@@ -129,9 +129,10 @@ other platforms (Bedrock, Vertex, Foundry); the minimum cacheable prefix of mode
 give no figure for (1,024, settable); whether the compaction call reads the prompt cache (it
 does here; the docs are silent); the SDK's own ten-minute limit on non-streamed calls.
 
-Modules: ``api_version`` (the version's rules), ``replies`` (reply specs), ``faults`` (writing bodies and their faults), ``gate`` (the
-order of the checks), ``rules`` (:func:`check_request`), ``model_rules``, ``system_messages``,
-``binding``, ``prefix_chain``, ``signing``, ``thinking``, ``ondemand``, ``model_facts``,
+Modules: ``api_version`` (the version's rules), ``replies`` (reply specs), ``faults`` (writing
+bodies and their faults), ``gate`` (the order of the checks), ``rules`` (:func:`check_request`),
+``model_rules``, ``system_messages``, ``binding``, ``prefix_chain``, ``signing``, ``thinking``,
+``ondemand``, ``model_facts``,
 ``media`` (image and PDF headers), ``counting`` (token costs), ``cache`` (the prompt cache and
 bills), ``compaction`` (threshold compaction), ``server`` (:class:`FakeAnthropicServer`).
 Standard library only (plus tiktoken for counting); the SDK is imported only by the convenience

@@ -427,7 +427,7 @@ class FakeAnthropicServer:
             has_tool_use = any(b.get("type") == "tool_use" for b in content)
             stop_reason = "tool_use" if has_tool_use else "end_turn"
         counted = admitted.effective if admitted is not None else body
-        cut = None
+        cut: tuple[list[dict[str, Any]], int] | None = None
         if body.get("max_tokens") == 0:  # a cache keep-alive: reads and writes, samples nothing
             cut = ([], 0)
         elif not reply.usage and reply.output_tokens is None:
