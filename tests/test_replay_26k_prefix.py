@@ -243,3 +243,41 @@ def test_at_most_two_summaries_are_prepared_between_two_compactions() -> None:
     assert started == 2
     compacter.preparation.take_discarded()  # a compaction ran: the count starts again
     assert compacter.prepare_job("s", history, system=system) is not None
+
+
+def test_a_compaction_request_over_the_window_is_never_sent() -> None:
+    from agentloop import Message
+    from agentloop.testing import ScriptedModel, tool_call
+
+    model = ScriptedModel(on_demand_compaction=True)
+    compacter = ConversationCompacter(
+        model_name=SONNET_55,
+        context_window=8_000,
+        model=model,
+        max_output_tokens=500,
+        settings=CompactionSettings(strategy="auto", prepare_at=None),
+    )
+    history: list[Message] = []
+    for n in range(6):  # about 9,000 tokens: over the window (an emergency compaction)
+        call = tool_call("read", {"n": n}, call_id=f"toolu_{n:04d}")
+        history += [
+            Message.user(filler(f"request {n}", 400)),
+            Message.assistant([call]),
+            Message.user(
+                [
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": call["id"],
+                        "content": filler("chunk", 1_000),
+                    }
+                ]
+            ),
+            Message.assistant(f"answer {n}"),
+        ]
+    history.append(Message.user("the newest request"))
+    assert compacter.should_compact(history, force=True).usage.tokens > 8_000
+    result = compacter.compact_and_transition("p", history, force=True)
+    assert result is not None
+    assert [r for r in model.requests if r.compaction is not None] == []  # never sent
+    assert "would not fit the window" in str(result.summary.fallback_reason)
+    assert result.summary.strategy != "api_summary" and result.summary.summary_calls >= 1
