@@ -202,7 +202,9 @@ def test_a_26k_prefix_session_at_60k_on_sonnet_55_sends_no_refused_request(
     assert all(b.get("compaction") is None for b in fake.message_requests[:2])
 
 
-def _preparing(system: str, prepare_at: float = 0.5) -> tuple[ConversationCompacter, list[Any]]:
+def _preparing(
+    system: str, prepare_at: float = 0.5, refresh_at: float = 0.2
+) -> tuple[ConversationCompacter, list[Any]]:
     from agentloop import Message
     from agentloop.testing import ScriptedModel
 
@@ -212,7 +214,7 @@ def _preparing(system: str, prepare_at: float = 0.5) -> tuple[ConversationCompac
         context_window=WINDOW,
         model=model,
         max_output_tokens=REPLY_TOKENS,
-        settings=CompactionSettings(strategy="auto", prepare_at=prepare_at),
+        settings=CompactionSettings(strategy="auto", prepare_at=prepare_at, refresh_at=refresh_at),
     )
     return compacter, [Message.user(filler("request 0", 2_000))]
 
@@ -227,7 +229,7 @@ def test_no_summary_is_prepared_below_the_mark_of_the_room_beside_the_fixed_pref
     assert decision.usage.tokens > decision.trigger_tokens * 0.5
     job = compacter.prepare_job("s", history, system=system, tools=definitions, decision=decision)
     assert job is None
-    small, history = _preparing("You are a careful coding agent.", prepare_at=0.01)
+    small, history = _preparing("You are a careful coding agent.", prepare_at=0.01, refresh_at=0.01)
     assert small.prepare_job("s", history, system="You are a careful coding agent.") is not None
 
 

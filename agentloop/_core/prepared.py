@@ -191,10 +191,6 @@ class Preparation:
 
 MAX_PREPARED = 2
 """Summary requests prepared ahead between two compactions: the first and one refresh."""
-PREPARE_ROOM = 2
-"""A summary is prepared ahead only where the room the trigger leaves beside the fixed prefix
-holds this many summaries: the summary and the turns after it (else the compaction at the
-trigger summarizes, one request)."""
 
 
 def next_job(
@@ -214,14 +210,14 @@ def next_job(
     fixed: int = 0,
     started: int = 0,
 ) -> PrepareJob | None:
-    """The background summary request due for ``msgs`` now, or None. The marks are shares of
-    the room the trigger leaves beside the system prompt and tools (``fixed``, calibrated): due
-    past the early mark (``prepare_at`` of that room) and below the trigger, once, then once
-    more (``started``: requests since the last compaction; at most two a compaction) when
-    ``refresh_at`` of the room was added after what the prepared summary covers. None where
-    that room could not hold a summary and the turns after it (a small window, a large fixed
-    prefix). Only for a history a summary can continue: at a safe boundary, ending with a user
-    turn, on the conversation's own model, with room for the request."""
+    """The background summary request due for ``msgs`` now, or None. Due past the early mark
+    (``prepare_at`` of the trigger, and at least ``refresh_at`` of the room the trigger leaves
+    beside the system prompt and tools, ``fixed``: with a large fixed prefix a summary of
+    almost nothing would be thrown away) and below the trigger, once, then once more
+    (``started``: requests since the last compaction; at most two a compaction) when
+    ``refresh_at`` of the trigger was added after what the prepared summary covers. Only for a
+    history a summary can continue: at a safe boundary, ending with a user turn, on the
+    conversation's own model, with room for the request."""
     if (
         settings.prepare_at is None
         or not settings.enabled
@@ -233,14 +229,14 @@ def next_job(
         return None
     tokens, trigger = decision.usage.tokens, decision.trigger_tokens
     room = trigger - fixed
-    summary_room = max(1024, min(settings.summary_max_tokens, window // 4))
-    if started >= MAX_PREPARED or room < PREPARE_ROOM * summary_room:
-        return None  # the prepared one and one refresh; or no room for one to be used
-    if decision.compact or not fixed + room * settings.prepare_at <= tokens < trigger:
+    if started >= MAX_PREPARED or room <= 0:
+        return None  # the prepared one and one refresh; or no room beside the fixed prefix
+    mark = max(trigger * settings.prepare_at, fixed + room * settings.refresh_at)
+    if decision.compact or not mark <= tokens < trigger:
         return None
     so_far = None
     if ready is not None and ready.fits(session_id, msgs, key) is None:
-        if tokens - ready.tokens < room * settings.refresh_at:
+        if tokens - ready.tokens < trigger * settings.refresh_at:
             return None
         so_far = ready.text
     if on_demand:  # the API summarizes the history as it stands (see api_compaction.py)

@@ -70,13 +70,14 @@ class CompactionSettings:
     """The latest request is carried verbatim up to about this size (head and tail beyond it;
     the summary covers the middle). Default: 5 % of the window, at least 2,000 tokens."""
     prepare_at: float | None = 0.65
-    """Past this fraction of the trigger (of the room it leaves beside the system prompt and
-    tools), a loop prepares the summary in the background (a request that continues the cached
-    conversation), so the compaction at the trigger needs no model call. None: never; every
-    summary is written when the trigger is reached."""
+    """Past this fraction of the trigger, a loop prepares the summary in the background (a
+    request that continues the cached conversation), so the compaction at the trigger needs no
+    model call. None: never; every summary is written when the trigger is reached."""
     refresh_at: float = 0.2
     """A prepared summary is brought up to date (in the background, once a compaction) when this
-    fraction of the trigger's room was added after what it covers, so what follows stays small."""
+    fraction of the trigger was added after what it covers, so what follows its cut stays small;
+    the first is prepared only once this fraction of the room beside the system prompt and tools
+    is used."""
 
     def __post_init__(self) -> None:
         # Store the validated floats: a threshold given as text ("0.7", from a config file)
