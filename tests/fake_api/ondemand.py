@@ -4,8 +4,9 @@ The request: the conversation as it stands plus ``compaction: {"type": "summariz
 "instructions"?}`` (:func:`request_error` refuses a missing beta, extra fields, blank-free
 instructions over 16,384 characters, the companions the API refuses — ``context_management``,
 ``stop_sequences``, ``output_config.format``, a forced ``tool_choice``,
-``output_config.task_budget.remaining`` — a model without it, nothing to summarize
-(``compaction_nothing_to_summarize``) and an unanswered tool call at the end
+``output_config.task_budget.remaining``, ``max_tokens: 0`` — a model without it, nothing to
+summarize (``compaction_nothing_to_summarize``), more distinct tool references than a block
+records (``compaction_too_many_tool_references``) and an unanswered tool call at the end
 (``compaction_incomplete_turn``)).
 
 The reply (:func:`summarize`): HTTP 200, one assistant message holding one ``compaction``
@@ -14,6 +15,9 @@ The call reads and writes the conversation's prompt cache like any request (a ca
 fork; the docs leave it open), reported in its iteration. Its content is deterministic: the
 user requests it covers (an earlier block's list included) and, when the request had
 ``instructions``, a line ``Instructions: <their first 80 chars>``.
+The block carries an opaque ``encrypted_content`` (``compaction_encrypted_content``) and, when
+the request had a tool-changes beta (or ``compaction_tool_changes``), ``tool_changes``: the net
+``tool_addition``/``tool_removal`` of the summarized system messages; both are signed.
 Its signature records the model, the account, the system+tools digest, the chain state of the
 summarized messages and the role of the last one, so that kept turns after it keep their
 thinking only as the docs allow (:mod:`fake_api.prefix_chain`). A summary longer than
@@ -23,9 +27,12 @@ fail_next_compactions` injects the other failures (empty content with a stop rea
 ``content_block_stop``.
 
 Later requests (:func:`block_error`): the beta is required; the block must be the very first
-block (``compaction_block_misplaced``), only one with content (``compaction_block_ambiguous``),
-byte-exact (``compaction_signature_invalid`` / ``compaction_content_mismatch``); no
-``compact_20260112`` edit beside it. Everything before the block is not read.
+block (``compaction_block_misplaced``; inside a system message too, :func:`system_block_error`),
+only one with content (``compaction_block_ambiguous``), byte-exact
+(``compaction_signature_invalid`` / ``compaction_content_mismatch`` for ``content`` or
+``encrypted_content`` / ``compaction_tool_changes_mismatch``); no
+``output_config.task_budget.remaining`` and no ``compact_20260112`` edit beside it. Everything
+before the block is not read.
 """
 
 from __future__ import annotations
