@@ -35,6 +35,12 @@ SONNET_55 = "claude-sonnet-5-5"
 HAIKU_45 = "claude-haiku-4-5"
 WINDOW = 16_000
 TURNS = 14
+REPLY = 4_000
+"""The reply reserve: two thinking blocks and the answer fit in it."""
+THINKING = 1_500
+"""Each thinking block's hidden figure (the docs' examples run to thousands of tokens): two a
+tool reply (the reply's own and a progress update), counted against ``max_tokens`` and, sent
+back, as input."""
 
 
 @pytest.fixture
@@ -82,12 +88,13 @@ def session(
 ) -> tuple[AgentLoop, Turns, Recorder]:
     script = Turns()
     fake.handler = script
+    fake.thinking_tokens = THINKING
     model = AnthropicModel(api_key="test-key", base_url=fake.base_url, max_retries=0)
     compacter = ConversationCompacter(
         model_name=model_name,
         context_window=WINDOW,
         model=model,
-        max_output_tokens=2_000,
+        max_output_tokens=REPLY,
         settings=CompactionSettings(strategy=strategy, prepare_at=prepare_at),
     )
     recorder = Recorder(script)
@@ -100,7 +107,7 @@ def session(
         title="issue 27",
         system=SYSTEM,
         tools=[READ],
-        max_tokens=2_000,
+        max_tokens=REPLY,
         events=recorder,
     )
     recorder.loop = loop
@@ -139,6 +146,10 @@ def test_a_tool_session_on_sonnet_5_5_compacts_and_no_request_is_refused(
     loop.close()
     assert fake_api.refusals == [] and fake_api.violations == []
     assert thinking_sent(fake_api) > 0  # thinking was sent back, and none was refused
+    # Thinking of thousands of tokens a reply, and max_tokens still left room for the answer.
+    assert recorder.replies and all(r.stop_reason != "max_tokens" for r in recorder.replies)
+    turns = [b for b in fake_api.message_requests if b.get("compaction") is None]
+    assert all(b["max_tokens"] > 2 * THINKING for b in turns if not is_summary_request(b))
     for transition in recorder.transitions:
         validate_messages(transition.compacted_messages)
         if strategy in ("summarize", "auto"):

@@ -95,10 +95,12 @@ def test_haiku_55_takes_a_forced_tool_choice_and_then_does_not_think(
 def test_5x_models_refuse_sampling_options(
     server: FakeAnthropicServer, option: str, value: float
 ) -> None:
-    # The SDK no longer has these parameters: sent as a client that still does would.
-    assert option in refused(server, model=SONNET, extra_body={option: value})
+    # The SDK no longer has these parameters: sent as a client that still does would, under
+    # the version that still had them (2026-10-21 refuses them on every model).
+    old = {"anthropic-version": "2023-06-01"}
+    assert option in refused(server, model=SONNET, extra_body={option: value}, extra_headers=old)
     server.expect_refusals(False)
-    accepted(server, model="claude-sonnet-4-6", extra_body={option: value})
+    accepted(server, model="claude-sonnet-4-6", extra_body={option: value}, extra_headers=old)
 
 
 def test_5x_models_refuse_a_prefill(server: FakeAnthropicServer) -> None:

@@ -68,6 +68,8 @@ PREPARED_API_NOTE = (
     "the summary was prepared in the background by the API (on-demand compaction): no model "
     "call now, and the kept turns keep their thinking"
 )
+SUMMARY_ROOM = 4
+"""A compaction request leaves ``max_tokens // SUMMARY_ROOM`` of the window for the summary."""
 MAX_INSTRUCTIONS = 16_384
 """The API's cap on ``compaction.instructions`` (characters)."""
 CARRIED_OPEN = (
@@ -326,6 +328,9 @@ def api_summary_steps(
     )
     if cut is None:
         return "no cut leaves the kept turns as the API requires"
+    too_big = request_over_window(job, cut, max_tokens)
+    if too_big is not None:
+        return too_big  # never sent: agentloop's own summary, in one request
     try:
         block = yield from api_compaction_steps(
             msgs,
@@ -342,6 +347,22 @@ def api_summary_steps(
         return f"the API's compaction failed ({type(error).__name__}: {error})"
     job.notes.append(API_NOTE)
     return (yield from swapped_steps(job, cut, block))
+
+
+def request_over_window(job: Job, cut: int, max_tokens: int) -> str | None:
+    """Why a compaction request of ``job.msgs[:cut]`` would not fit the window (the docs:
+    compact before the conversation outgrows it), by agentloop's own count (the API's figure of
+    the newest reply in it, then estimates); None: it fits with room for a summary (a quarter
+    of ``max_tokens``: a summary cut by the window is no summary, one more request)."""
+    meter = job.meter
+    tokens = meter.measure(job.msgs[:cut], system=job.system, tools=job.tools).tokens
+    room = max_tokens // SUMMARY_ROOM
+    if tokens + room <= meter.context_window:
+        return None
+    return (
+        f"the compaction request would not fit the window (~{tokens:,} tokens and "
+        f"{room:,} for the summary, over {meter.context_window:,})"
+    )
 
 
 def swapped_steps(

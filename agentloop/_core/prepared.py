@@ -79,6 +79,8 @@ class Preparation:
 
     ready: PreparedSummary | None = None
     started: int = 0
+    since_compaction: int = 0
+    """Requests started since the last compaction (:func:`next_job` allows two)."""
     applied: int = 0
     discarded: int = 0
     failed: int = 0
@@ -187,7 +189,12 @@ class Preparation:
     def take_discarded(self) -> tuple[Usage, int]:
         """What was discarded since the last time a compaction reported it (then reset)."""
         taken, self._unreported = self._unreported, (Usage(), 0)
+        self.since_compaction = 0  # called once by each compaction
         return taken
+
+
+MAX_PREPARED = 2
+"""Summary requests prepared ahead between two compactions: the first and one refresh."""
 
 
 def next_job(
@@ -204,12 +211,17 @@ def next_job(
     tools: Sequence[dict[str, Any]],
     count_text: Callable[[str], int],
     on_demand: bool = False,
+    fixed: int = 0,
+    started: int = 0,
 ) -> PrepareJob | None:
     """The background summary request due for ``msgs`` now, or None. Due past the early mark
-    (``prepare_at`` of the trigger) and below the trigger, once, then again each time
-    ``refresh_at`` of the trigger was added after what the newest prepared summary covers
-    (anchored on it). Only for a history a summary can continue: at a safe boundary, ending
-    with a user turn, on the conversation's own model, with room for the request."""
+    (``prepare_at`` of the trigger, and at least ``refresh_at`` of the room the trigger leaves
+    beside the system prompt and tools, ``fixed``: with a large fixed prefix a summary of
+    almost nothing would be thrown away) and below the trigger, once, then once more
+    (``started``: requests since the last compaction; at most two a compaction) when
+    ``refresh_at`` of the trigger was added after what the prepared summary covers. Only for a
+    history a summary can continue: at a safe boundary, ending with a user turn, on the
+    conversation's own model, with room for the request."""
     if (
         settings.prepare_at is None
         or not settings.enabled
@@ -220,7 +232,11 @@ def next_job(
     ):
         return None
     tokens, trigger = decision.usage.tokens, decision.trigger_tokens
-    if decision.compact or not trigger * settings.prepare_at <= tokens < trigger:
+    room = trigger - fixed
+    if started >= MAX_PREPARED or room <= 0:
+        return None  # the prepared one and one refresh; or no room beside the fixed prefix
+    mark = max(trigger * settings.prepare_at, fixed + room * settings.refresh_at)
+    if decision.compact or not mark <= tokens < trigger:
         return None
     so_far = None
     if ready is not None and ready.fits(session_id, msgs, key) is None:

@@ -74,8 +74,10 @@ class CompactionSettings:
     request that continues the cached conversation), so the compaction at the trigger needs no
     model call. None: never; every summary is written when the trigger is reached."""
     refresh_at: float = 0.2
-    """A prepared summary is brought up to date (in the background) once this fraction of the
-    trigger was added after what it covers, so what follows its cut stays small."""
+    """A prepared summary is brought up to date (in the background, once a compaction) when this
+    fraction of the trigger was added after what it covers, so what follows its cut stays small;
+    the first is prepared only once this fraction of the room beside the system prompt and tools
+    is used."""
 
     def __post_init__(self) -> None:
         # Store the validated floats: a threshold given as text ("0.7", from a config file)

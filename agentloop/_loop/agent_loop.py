@@ -53,7 +53,7 @@ from agentloop._loop.drive import Runtime, Wiring, adrive, drive
 from agentloop._loop.events import EventFanOut
 from agentloop._loop.events import LoopEvents as LoopEvents
 from agentloop._loop.events import TurnResult as TurnResult
-from agentloop._loop.fit import Shortened, as_sent, shorten_newest
+from agentloop._loop.fit import Shortened, as_sent, over_window, shortened_for_model
 from agentloop._loop.server_steps import ServerSteps
 from agentloop._loop.stop_reasons import (
     CONTEXT_EXCEEDED,
@@ -300,6 +300,9 @@ class AgentLoop(TurnRules, ServerSteps, CompactionDrafts):
                 )
                 if outcome is not None and outcome.transition is not None:
                     result.transitions.append(outcome.transition)
+                over = over_window(self._context_tokens, self.compacter)
+                if over is not None and shortenings < 3 and self._shorten_newest(over):
+                    shortenings += 1  # never sent over the window when our own count says so
             request = self._request()
             try:
                 stored = self.session_id if self._stored else None  # its lease is checked
@@ -418,29 +421,29 @@ class AgentLoop(TurnRules, ServerSteps, CompactionDrafts):
     def _compaction_steps(
         self, *, force: bool, instructions: str | None, emergency: bool = False
     ) -> Steps[CompactionOutcome | None]:
-        compacter = self.compacter
+        compacter, history = self.compacter, as_sent(self.messages, self._shortened)[0]
         if compacter is None or (not force and not compacter.settings.enabled):
-            return None
+            return None  # below: the history as sent (a shortened result as the model saw it)
         ahead = self._ahead
         if ahead is not None:
-            yield from ahead.collect(self.session_id, self.messages, wait=False)
+            yield from ahead.collect(self.session_id, history, wait=False)
         decision = compacter.should_compact(
-            self.messages, system=self.system, tools=self.tool_definitions, force=force
+            history, system=self.system, tools=self.tool_definitions, force=force
         )
         self._context_tokens = decision.usage.tokens
         self.events.on_usage(decision)
         if not decision.compact:
             if ahead is not None and not force:
                 yield from ahead.maybe_start(
-                    self.session_id, self.messages, decision, self.system, self.tool_definitions
+                    self.session_id, history, decision, self.system, self.tool_definitions
                 )
             return CompactionOutcome(decision=decision)
         self.events.on_compaction_start(decision)
         if ahead is not None:
-            yield from ahead.before_compaction(self.session_id, self.messages, decision)
+            yield from ahead.before_compaction(self.session_id, history, decision)
         outcome = yield from compacter.steps(
             self.session_id,
-            as_sent(self.messages, self._shortened)[0],  # as the model read them (fit.py)
+            history,
             system=self.system,
             tools=self.tool_definitions,
             instructions=instructions,
@@ -580,18 +583,10 @@ class AgentLoop(TurnRules, ServerSteps, CompactionDrafts):
             thinking=self.thinking.request_thinking(),
         )
 
-    def _shorten_newest(self, error: PromptTooLongError) -> bool:
-        """After a refusal compaction cannot answer: shorten the newest tool results for the
-        model (``_loop/fit.py``); whether anything was."""
-        if (compacter := self.compacter) is None or self._server_edit() is not None:
-            return False
-        fixed = compacter.fixed_tokens(self.system, self.tool_definitions)
-        notes = shorten_newest(
-            self.messages, compacter, fixed, self.max_tokens, self._shortened, str(error)
-        )
-        for note in notes:
-            self.events.on_warning(note)
-        return bool(notes)
+    def _shorten_newest(self, error: PromptTooLongError | str) -> bool:
+        """Shorten the newest tool results for the model (``_loop/fit.py``): after a refusal
+        compaction cannot answer, or before a request our own count says is over the window."""
+        return self._server_edit() is None and shortened_for_model(self, str(error))
 
     def _compaction_enabled(self) -> bool:
         return self.compacter is not None and self.compacter.settings.enabled

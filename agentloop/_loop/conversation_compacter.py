@@ -187,9 +187,12 @@ class ConversationCompacter(CompactionCore):
             tools=tools,
             count_text=self.counter_text,
             on_demand=self.strategy.runs_as().api_summary and self.api_summary_available(),
+            fixed=self.calibrate(self.fixed_tokens(system, tools)),
+            started=self.preparation.since_compaction,
         )
         if job is not None:
             self.preparation.started += 1
+            self.preparation.since_compaction += 1
         return job
 
     def accept_prepared(

@@ -16,15 +16,23 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, Protocol
 
 from agentloop._core.blocks import Block, ToolResultBlock, is_tool_result
 from agentloop._core.compaction_core import CompactionCore
 from agentloop._core.messages import ContentBlock, Message
 from agentloop._core.round_fit import MIN_CHARS, result_text, shortened_result
 from agentloop._core.shorten import shorten
+from agentloop._loop.events import LoopEvents
 
-__all__ = ["Shortened", "as_sent", "shorten_newest"]
+__all__ = [
+    "Shortened",
+    "ShorteningLoop",
+    "as_sent",
+    "over_window",
+    "shorten_newest",
+    "shortened_for_model",
+]
 
 Shortened = dict[str, str]
 """What each shortened tool result (by its ``tool_use_id``) is sent as."""
@@ -44,6 +52,50 @@ def as_sent(messages: Sequence[Message], shortened: Shortened) -> tuple[tuple[Me
         return tuple(messages), False
     sent = tuple(_as_shortened(message, shortened) for message in messages)
     return sent, any(a is not b for a, b in zip(sent, messages, strict=True))
+
+
+def over_window(tokens: int | None, compacter: CompactionCore | None) -> str | None:
+    """A refusal in the API's words when agentloop's own count of the next request (``tokens``)
+    is already over the window: the newest results are shortened before it is sent, never
+    after the API refused it. None: it fits (or nothing was counted)."""
+    window = compacter.context_window if compacter is not None else None
+    if tokens is None or window is None or tokens <= window:
+        return None
+    return f"prompt is too long by agentloop's own count: {tokens} tokens > {window} maximum"
+
+
+class ShorteningLoop(Protocol):
+    """What :func:`shortened_for_model` reads of a loop."""
+
+    @property
+    def compacter(self) -> CompactionCore | None: ...
+    @property
+    def messages(self) -> Sequence[Message]: ...
+    @property
+    def system(self) -> str: ...
+    @property
+    def tool_definitions(self) -> Sequence[dict[str, Any]]: ...
+    @property
+    def max_tokens(self) -> int: ...
+    @property
+    def events(self) -> LoopEvents: ...
+    @property
+    def _shortened(self) -> Shortened: ...
+
+
+def shortened_for_model(loop: ShorteningLoop, refusal: str) -> bool:
+    """:func:`shorten_newest` for ``loop`` (its ``_shortened`` updated), each note a warning;
+    whether anything was shortened."""
+    compacter = loop.compacter
+    if compacter is None:
+        return False
+    fixed = compacter.fixed_tokens(loop.system, loop.tool_definitions)
+    notes = shorten_newest(
+        loop.messages, compacter, fixed, loop.max_tokens, loop._shortened, refusal
+    )
+    for note in notes:
+        loop.events.on_warning(note)
+    return bool(notes)
 
 
 def shorten_newest(

@@ -51,9 +51,88 @@ The API of late 2026 (issue 27, notes ``api-thinking-and-compaction.md``):
 - Every request refused by these rules is recorded in ``server.violations`` (and
   ``server.refusals``) unless the test called ``server.expect_refusals()``.
 
-Modules: ``replies`` (reply specs), ``faults`` (writing bodies and their faults), ``gate`` (the
-order of the checks), ``rules`` (:func:`check_request`), ``model_rules``, ``system_messages``,
-``binding``, ``prefix_chain``, ``signing``, ``thinking``, ``ondemand``, ``model_facts``,
+Rules it enforces, by the docs page they come from (``platform.claude.com/docs/en/...``; the
+notes ``api-thinking-and-compaction.md`` restate them, section 6 is the checklist). Each is a
+400 ``invalid_request_error`` (with ``error.details.error_code`` where the docs give one)
+unless said otherwise:
+
+- ``api/messages``: the top-level fields (``max_tokens`` an integer, ``0`` a cache keep-alive
+  that samples nothing); ``system`` as text blocks; tools with unique names and an object
+  schema; the first message ``user``, roles alternating (two assistant messages may follow an
+  on-demand block), no empty content, no whitespace-only text; which block types each role
+  may send and their fields ("Extra inputs are not permitted"); every ``tool_use`` answered by
+  a ``tool_result`` first in the next message, nothing answered twice or unasked; server tool
+  results after their ``server_tool_use``; image and PDF sources checked by their bytes;
+  citation shapes. ``count_tokens``: its own field set, the same answer as the input a
+  ``/v1/messages`` with that body reports. ``api/errors``: the envelope, "prompt is too long"
+  past ``context_window`` (recorded in ``too_long``).
+- ``api/versioning``, ``api/migration-2026-10-21`` (:mod:`fake_api.api_version`): under
+  ``anthropic-version: 2026-10-21`` (the SDK's) ``temperature``/``top_p``/``top_k`` are refused
+  on every model, a ``document`` in an assistant message, ``citations`` on user text.
+- ``about-claude/models/overview``: each model's window and output limit (Models API);
+  ``max_tokens`` over the limit refused (Sonnet, Haiku and Opus 5.5: 128K).
+- ``build-with-claude/prompt-caching`` (:mod:`fake_api.cache`): at most 4 breakpoints, none on
+  thinking or empty text, 1h before 5m, a 20-block lookback, 5m/1h lifetimes, the minimum
+  cacheable prefix (1,024; 512 on Sonnet 5.5), ``thinking``/``tool_choice`` changes
+  invalidate the message cache; ``build-with-claude/effort`` and preserved thinking: an effort
+  change restarts the cache.
+- ``build-with-claude/thinking`` (:mod:`fake_api.thinking`, :mod:`fake_api.model_rules`):
+  the 5.x models think by default (``display`` omitted), progress-update blocks before tool
+  calls, thinking counted in ``output_tokens``, against ``max_tokens`` and as input when sent
+  back (``thinking_tokens``, per reply too); the ``thinking.type`` values each model takes
+  (Sonnet 5.5's exact messages), ``between_tools`` rules, ``display`` values, forced
+  ``tool_choice`` on Sonnet/Opus 5.5 and Fable/Mythos 5.1, sampling values on 5.x (under
+  ``2023-06-01``), prefill.
+- ``build-with-claude/preserved-thinking`` (+ ``prefix-checks``, ``fix-bound-to-a-different-
+  conversation``; :mod:`fake_api.binding`): a tampered signature; an edited latest assistant
+  turn; a changed ``system``/tools/prefix, a gap or a re-inserted block ("bound to a different
+  conversation", the header sentence without the beta); ``drop_block`` and
+  ``input_transformations``; the account-date switch; blocks another model or account cannot
+  read dropped silently; ``block_binding`` needs its beta.
+- ``build-with-claude/mid-conversation-system-messages`` (:mod:`fake_api.system_messages`):
+  the models and the positions; ``clear_at``, per-message ``output_config`` and
+  ``tool_addition``/``tool_removal`` each need their beta (turn-scoped: text only);
+  ``tool_reference_unresolved``.
+- ``build-with-claude/compaction-on-demand`` (:mod:`fake_api.ondemand`): the beta; the
+  companions it refuses (``context_management``, ``stop_sequences``, ``output_config.format``,
+  forced ``tool_choice``, ``output_config.task_budget.remaining``, ``max_tokens: 0``);
+  ``compaction_nothing_to_summarize``, ``compaction_incomplete_turn``,
+  ``compaction_too_many_tool_references`` (``max_tool_references``); the reply (one signed
+  block with ``encrypted_content`` and, with a tool-changes beta, ``tool_changes``; usage in one
+  ``compaction`` iteration; streamed as one block start); later requests: the beta,
+  ``compaction_block_misplaced`` (also inside a system message), ``compaction_block_ambiguous``,
+  ``compaction_signature_invalid``, ``compaction_content_mismatch`` (``content`` or
+  ``encrypted_content``), ``compaction_tool_changes_mismatch``, no
+  ``task_budget.remaining`` and no ``compact_20260112`` beside the block; failures on demand.
+- ``build-with-claude/compaction-thinking-blocks`` (:mod:`fake_api.prefix_chain`): kept
+  turns keep their thinking only under rules (a)-(c): compacted on a preserved-thinking model,
+  directly continuing the summarized messages with another role, and under the same
+  ``system`` and non-deferred tools on the compaction request and after it (else the kept
+  thinking fails, or is dropped, on the next request).
+- ``build-with-claude/compaction-threshold`` (:mod:`fake_api.compaction`): the edit's beta
+  and shape, the block verbatim, a model without it refused.
+- ``build-with-claude/handling-stop-reasons``, ``handle-streaming-refusals``: ``pause_turn``,
+  ``refusal`` with ``stop_details``, ``model_context_window_exceeded`` and cut tool calls on
+  demand.
+
+What it does not model (a test passing here says nothing about these): the real tokenizer
+(tiktoken times ``token_factor``) and effort's effect on how long thinking is; a cleared
+turn-scoped system message costing nothing (it is still counted); deferred tools hidden until
+a ``tool_addition`` and inline ``tool_definition`` tools joining ``tools`` (only the prefix
+digest and the references are checked); MCP references and ``mcp_servers``; server tools
+actually running (their results are scripted); context editing (``clear_tool_uses``,
+``clear_thinking``) beyond its shape; the threshold edit's 50,000-token minimum trigger;
+``output_config.format`` and ``task_budget.total`` semantics; Batches, Files (``file_id``) and
+message threads; rate limits and request-size limits (413) unless scripted; model fallback,
+``fallback_credit_token`` and ``fallback_message`` iterations; ``end_user_binding_mismatch``;
+other platforms (Bedrock, Vertex, Foundry); the minimum cacheable prefix of models the docs
+give no figure for (1,024, settable); whether the compaction call reads the prompt cache (it
+does here; the docs are silent); the SDK's own ten-minute limit on non-streamed calls.
+
+Modules: ``api_version`` (the version's rules), ``replies`` (reply specs), ``faults`` (writing
+bodies and their faults), ``gate`` (the order of the checks), ``rules`` (:func:`check_request`),
+``model_rules``, ``system_messages``, ``binding``, ``prefix_chain``, ``signing``, ``thinking``,
+``ondemand``, ``model_facts``,
 ``media`` (image and PDF headers), ``counting`` (token costs), ``cache`` (the prompt cache and
 bills), ``compaction`` (threshold compaction), ``server`` (:class:`FakeAnthropicServer`).
 Standard library only (plus tiktoken for counting); the SDK is imported only by the convenience

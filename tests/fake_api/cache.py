@@ -31,6 +31,7 @@ from typing import Any, Literal
 
 from fake_api.compaction import visible_messages
 from fake_api.counting import MediaPrices, block_tokens, json_tokens, text_tokens
+from fake_api.model_facts import family
 
 Ttl = Literal["5m", "1h"]
 TTL_SECONDS: Mapping[str, float] = {"5m": 300.0, "1h": 3600.0}
@@ -39,6 +40,8 @@ DEFAULT_CACHE_LOOKBACK = 20
 DEFAULT_CACHE_MIN_TOKENS = 1024
 """The minimum cacheable prefix (Sonnet's; reports say 2,048 for Sonnet 4.6 and 4,096 for
 Opus 4.5/4.6 and Haiku 4.5: pass a mapping to ``FakeAnthropicServer(cache_min_tokens=...)``)."""
+MODEL_CACHE_MIN_TOKENS: Mapping[str, int] = {"sonnet-5-5": 512}
+"""Per model family, where the docs give another minimum (Sonnet 5.5: 512 tokens)."""
 WRITE_5M_PRICE = 1.25
 WRITE_1H_PRICE = 2.0
 READ_PRICE = 0.1
@@ -318,9 +321,12 @@ class _Entry:
     last_used: float
 
 
-def min_cache_tokens(setting: int | Mapping[str, int], model: str) -> int:
+def min_cache_tokens(setting: int | Mapping[str, int] | None, model: str) -> int:
     """The minimum cacheable prefix of ``model``: ``setting`` itself, or its entry for the model
-    (else its ``"*"`` entry, else :data:`DEFAULT_CACHE_MIN_TOKENS`)."""
+    (else its ``"*"`` entry, else :data:`DEFAULT_CACHE_MIN_TOKENS`); None: the docs' figure
+    for the model's family (:data:`MODEL_CACHE_MIN_TOKENS`), else the default."""
+    if setting is None:
+        return MODEL_CACHE_MIN_TOKENS.get(family(model), DEFAULT_CACHE_MIN_TOKENS)
     if isinstance(setting, int):
         return setting
     return setting.get(model, setting.get("*", DEFAULT_CACHE_MIN_TOKENS))
@@ -354,7 +360,11 @@ class PromptCache:
         """How many entries are alive (of ``model``, or of all models)."""
         with self._lock:
             now = self.now()
-            keys = [key for key in self._entries if model is None or key[0] == model]
+            keys = [
+                key
+                for key in self._entries
+                if model is None or key[0].split("@")[0] == model  # any effort
+            ]
             return sum(self._alive(key, now) for key in keys)
 
     def use(self, model: str, prefix: Prefix, min_tokens: int) -> CacheUse:

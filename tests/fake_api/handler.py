@@ -166,7 +166,11 @@ class RequestHandler(BaseHTTPRequestHandler):
     def _admit(self, number: int, body: Any, *, count_tokens: bool = False) -> Admitted | None:
         """The request as the model reads it, or None when it was refused (and answered)."""
         outcome = admit(
-            self.fake, body, self.headers.get("anthropic-beta"), count_tokens=count_tokens
+            self.fake,
+            body,
+            self.headers.get("anthropic-beta"),
+            count_tokens=count_tokens,
+            version=self.headers.get("anthropic-version"),
         )
         if isinstance(outcome, Admitted):
             return outcome
@@ -181,6 +185,9 @@ class RequestHandler(BaseHTTPRequestHandler):
         counted = self.fake.count_input_tokens(body)
         if counted <= window:
             return False
+        kind = "compaction request" if "compaction" in body else "request"
+        with self.fake._lock:
+            self.fake.too_long.append(f"a {kind} of {counted} tokens > {window}")
         self._send_error(prompt_too_long(counted, window))
         return True
 
@@ -193,7 +200,9 @@ class RequestHandler(BaseHTTPRequestHandler):
             hook = self.fake.compaction_handler
             reply: ReplySpec | None = hook(body) if hook is not None else None
             if reply is None:
-                reply = summarize(self.fake, effective)
+                reply = summarize(self.fake, effective, admitted.betas)
+        elif body.get("max_tokens") == 0:  # a cache keep-alive: no reply is scripted for it
+            reply = Reply(content=(), thinking=False)
         else:
             reply = compaction_reply(self.fake, effective) or self.fake._next_reply(body)
         if reply is None:

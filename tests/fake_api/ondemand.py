@@ -4,8 +4,9 @@ The request: the conversation as it stands plus ``compaction: {"type": "summariz
 "instructions"?}`` (:func:`request_error` refuses a missing beta, extra fields, blank-free
 instructions over 16,384 characters, the companions the API refuses — ``context_management``,
 ``stop_sequences``, ``output_config.format``, a forced ``tool_choice``,
-``output_config.task_budget.remaining`` — a model without it, nothing to summarize
-(``compaction_nothing_to_summarize``) and an unanswered tool call at the end
+``output_config.task_budget.remaining``, ``max_tokens: 0`` — a model without it, nothing to
+summarize (``compaction_nothing_to_summarize``), more distinct tool references than a block
+records (``compaction_too_many_tool_references``) and an unanswered tool call at the end
 (``compaction_incomplete_turn``)).
 
 The reply (:func:`summarize`): HTTP 200, one assistant message holding one ``compaction``
@@ -14,6 +15,9 @@ The call reads and writes the conversation's prompt cache like any request (a ca
 fork; the docs leave it open), reported in its iteration. Its content is deterministic: the
 user requests it covers (an earlier block's list included) and, when the request had
 ``instructions``, a line ``Instructions: <their first 80 chars>``.
+The block carries an opaque ``encrypted_content`` (``compaction_encrypted_content``) and, when
+the request had a tool-changes beta (or ``compaction_tool_changes``), ``tool_changes``: the net
+``tool_addition``/``tool_removal`` of the summarized system messages; both are signed.
 Its signature records the model, the account, the system+tools digest, the chain state of the
 summarized messages and the role of the last one, so that kept turns after it keep their
 thinking only as the docs allow (:mod:`fake_api.prefix_chain`). A summary longer than
@@ -23,9 +27,12 @@ fail_next_compactions` injects the other failures (empty content with a stop rea
 ``content_block_stop``.
 
 Later requests (:func:`block_error`): the beta is required; the block must be the very first
-block (``compaction_block_misplaced``), only one with content (``compaction_block_ambiguous``),
-byte-exact (``compaction_signature_invalid`` / ``compaction_content_mismatch``); no
-``compact_20260112`` edit beside it. Everything before the block is not read.
+block (``compaction_block_misplaced``; inside a system message too, :func:`system_block_error`),
+only one with content (``compaction_block_ambiguous``), byte-exact
+(``compaction_signature_invalid`` / ``compaction_content_mismatch`` for ``content`` or
+``encrypted_content`` / ``compaction_tool_changes_mismatch``); no
+``output_config.task_budget.remaining`` and no ``compact_20260112`` edit beside it. Everything
+before the block is not read.
 """
 
 from __future__ import annotations
@@ -38,6 +45,12 @@ from fake_api.compaction import EDIT_TYPE, compaction_edit, summary_requests
 from fake_api.model_facts import family
 from fake_api.prefix_chain import content_blocks, scan, system_tools
 from fake_api.replies import ErrorReply, Reply, ReplySpec, compaction_unavailable
+from fake_api.system_messages import (
+    INLINE_TOOLS_BETA,
+    TOOL_CHANGES,
+    TOOL_CHANGES_BETA,
+    tool_references,
+)
 
 if TYPE_CHECKING:
     from fake_api.server import FakeAnthropicServer
@@ -76,6 +89,11 @@ def request_error(
     companion = _companion(body)
     if companion is not None:
         return _error(f"compaction: cannot be combined with `{companion}`")
+    if body.get("max_tokens") == 0:
+        return _error(
+            "compaction: cannot be combined with `max_tokens: 0` (a cache keep-alive request "
+            "samples nothing)"
+        )
     model = body.get("model")
     if not fake.has_ondemand_compaction(str(model)):
         return _error(f"compaction: on-demand compaction is not supported for model {model}")
@@ -85,6 +103,13 @@ def request_error(
         return _error(
             "compaction: there is nothing to summarize (no user or assistant content)",
             "compaction_nothing_to_summarize",
+        )
+    references = {name for _, name in tool_references(body)}
+    if len(references) > fake.max_tool_references:
+        return _error(
+            f"compaction: the conversation references {len(references)} distinct tools, more "
+            f"than a compaction block can record ({fake.max_tool_references})",
+            "compaction_too_many_tool_references",
         )
     last = messages[-1] if isinstance(messages[-1], dict) else {}
     open_call = any(
@@ -178,12 +203,29 @@ def block_error(
                 "verify: send the block back exactly as returned",
                 "compaction_signature_invalid",
             )
-        if payload.get("content") != signing.digest(str(block.get("content"))):
+        for field, signed in (
+            ("content", signing.digest(str(block.get("content")))),
+            ("encrypted_content", _optional_digest(block, "encrypted_content")),
+        ):
+            if payload.get("content" if field == "content" else "enc") != signed:
+                return _error(
+                    f"messages.{i}.content.{j}.{field}: the compaction block's {field} differs "
+                    "from what it was signed with: send the block back exactly as returned",
+                    "compaction_content_mismatch",
+                )
+        if payload.get("tc") != _optional_digest(block, "tool_changes"):
             return _error(
-                f"messages.{i}.content.{j}.content: the compaction block's content differs from "
-                "what it was signed with: send the block back exactly as returned",
-                "compaction_content_mismatch",
+                f"messages.{i}.content.{j}.tool_changes: the compaction block's tool_changes "
+                "differ from what was returned: send the block back exactly as returned",
+                "compaction_tool_changes_mismatch",
             )
+    config = body.get("output_config")
+    budget = config.get("task_budget") if isinstance(config, dict) else None
+    if isinstance(budget, dict) and budget.get("remaining") is not None:
+        return _error(
+            "output_config.task_budget.remaining: cannot be used on a request that carries a "
+            "compaction block"
+        )
     if compaction_edit(body) is not None:
         return _error(
             f"context_management: the {EDIT_TYPE} edit cannot run on a request that carries a "
@@ -192,7 +234,52 @@ def block_error(
     return None
 
 
-def summarize(fake: FakeAnthropicServer, body: dict[str, Any]) -> ReplySpec:
+def _optional_digest(block: Mapping[str, Any], key: str) -> str | None:
+    return signing.digest(signing.canonical(block[key])) if key in block else None
+
+
+def system_block_error(body: Any) -> ErrorReply | None:
+    """A compaction block inside a ``role: "system"`` message: ``compaction_block_misplaced``
+    (checked before the system message's own rules, as the API's code says)."""
+    messages = body.get("messages") if isinstance(body, dict) else None
+    for index, message in enumerate(messages if isinstance(messages, list) else []):
+        if not isinstance(message, dict) or message.get("role") != "system":
+            continue
+        for position, block in enumerate(content_blocks(message)):
+            if isinstance(block, dict) and block.get("type") == "compaction":
+                return _error(
+                    f"messages.{index}.content.{position}: a compaction block cannot be inside "
+                    "a system message: it must be the first block of the conversation",
+                    "compaction_block_misplaced",
+                )
+    return None
+
+
+def tool_changes(messages: list[Any]) -> list[dict[str, Any]]:
+    """The net tool change of ``messages``' system messages (``tool_addition`` /
+    ``tool_removal`` entries; an addition then a removal of the same tool cancel out)."""
+    net: dict[str, dict[str, Any]] = {}
+    for message in messages:
+        if not isinstance(message, dict) or message.get("role") != "system":
+            continue
+        for block in content_blocks(message):
+            if not isinstance(block, dict) or block.get("type") not in TOOL_CHANGES:
+                continue
+            tool = block.get("tool")
+            name = (
+                str(tool.get("name") or tool.get("definition", {}).get("name"))
+                if isinstance(tool, dict)
+                else ""
+            )
+            earlier = net.pop(name, None)
+            if earlier is None or earlier["type"] == block["type"]:
+                net[name] = {"type": block["type"], "tool": tool}
+    return list(net.values())
+
+
+def summarize(
+    fake: FakeAnthropicServer, body: dict[str, Any], betas: frozenset[str] = frozenset()
+) -> ReplySpec:
     """The answer to an on-demand compaction request (``body``: what the model reads)."""
     failure = fake._next_compaction_failure()
     if failure == "unavailable":
@@ -240,9 +327,12 @@ def summarize(fake: FakeAnthropicServer, body: dict[str, Any]) -> ReplySpec:
         "n": len(messages),
         "content": signing.digest(content),
     }
-    block = {
-        "type": "compaction",
-        "content": content,
-        "signature": signing.sign(fake.secret, payload),
-    }
+    block: dict[str, Any] = {"type": "compaction", "content": content}
+    if fake.compaction_encrypted_content:
+        block["encrypted_content"] = "fakeenc1." + signing.digest(f"{content}|{found.state}")
+    if fake.compaction_tool_changes or betas & {INLINE_TOOLS_BETA, TOOL_CHANGES_BETA}:
+        block["tool_changes"] = tool_changes(visible)
+    payload["enc"] = _optional_digest(block, "encrypted_content")
+    payload["tc"] = _optional_digest(block, "tool_changes")
+    block["signature"] = signing.sign(fake.secret, payload)
     return Reply(content=(block,), stop_reason="compaction", usage=usage, thinking=False)

@@ -10,9 +10,10 @@
   carries the chain state of the messages it summarized, so the kept messages after it continue
   that chain unchanged, unless they do not directly continue the summarized ones (the first
   kept message of the same role as the last summarized one, or a system message; or a block
-  written by a model without preserved thinking): then the chain starts from another state and
-  the kept thinking no longer matches. A threshold block (``compact_20260112``) starts a chain
-  of its own.
+  written by a model without preserved thinking; or a request whose ``system`` or non-deferred
+  tools differ from the compaction request's, rule (c) of kept turns): then the chain starts
+  from another state and the kept thinking no longer matches. A threshold block
+  (``compact_20260112``) starts a chain of its own.
 """
 
 from __future__ import annotations
@@ -106,14 +107,20 @@ class Scan:
     first_visible: int = 0
 
 
-def _block_start(message: Any, position: int, secret: bytes) -> tuple[str, str | None, bool]:
-    """(chain state, role of the last summarized message, preserved) of a compaction block."""
+def _block_start(
+    message: Any, position: int, secret: bytes, st: str
+) -> tuple[str, str | None, bool]:
+    """(chain state, role of the last summarized message, preserved) of a compaction block
+    read in a request whose system+tools digest is ``st``."""
     block = content_blocks(message)[position]
     payload = signing.verify(secret, block.get("signature"))
     if payload is None or payload.get("kind") != "compaction":
         return signing.step("threshold", block.get("signature") or block.get("content")), None, True
     preserved = prefix_checked(str(payload.get("model")))
-    return str(payload.get("chain")), payload.get("last_role"), preserved
+    state = str(payload.get("chain"))
+    if payload.get("st") != st:  # rule (c): compacted under another system prompt or tool set
+        state = signing.step("other system or tools", [state, payload.get("st"), st])
+    return state, payload.get("last_role"), preserved
 
 
 def last_compaction(messages: Sequence[Any]) -> tuple[int, int] | None:
@@ -136,7 +143,9 @@ def scan(body: Mapping[str, Any], secret: bytes) -> Scan:
     if found is not None:
         begin, position = found
         skip = position + 1
-        state, last_role, preserved = _block_start(messages[begin], position, secret)
+        state, last_role, preserved = _block_start(
+            messages[begin], position, secret, system_tools(body)
+        )
         rest = content_blocks(messages[begin])[skip:]
         if not rest:
             begin, skip = begin + 1, 0

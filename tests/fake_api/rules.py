@@ -84,8 +84,8 @@ def check_request(body: Any, *, count_tokens: bool = False) -> list[str]:
         max_tokens = body.get("max_tokens")
         if isinstance(max_tokens, bool) or not isinstance(max_tokens, int):
             problems.append("max_tokens: Field required (an integer)")
-        elif max_tokens < 1:
-            problems.append("max_tokens: must be at least 1")
+        elif max_tokens < 0:  # 0: a cache keep-alive (nothing sampled)
+            problems.append("max_tokens: must be at least 0")
     metadata = body.get("metadata")
     if metadata is not None:
         if not isinstance(metadata, dict):

@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any
 
 from fake_api.cache import (
     DEFAULT_CACHE_LOOKBACK,
-    DEFAULT_CACHE_MIN_TOKENS,
     Bill,
     CacheUse,
     Prefix,
@@ -28,6 +27,7 @@ from fake_api.gate import Admitted
 from fake_api.handler import HTTPServer, RecordedRequest, RequestHandler
 from fake_api.media import IMAGE_TOKEN_CAP
 from fake_api.model_facts import capabilities, family, ondemand_compaction
+from fake_api.model_rules import effort
 from fake_api.ondemand import FAILURE_STOPS
 from fake_api.replies import (
     TEST_API_KEY,
@@ -44,6 +44,8 @@ if TYPE_CHECKING:
 DEFAULT_THINKING_TOKENS = 24
 """Each thinking block's hidden output figure: modest, so that small ``max_tokens`` still fit."""
 DEFAULT_SECRET = b"fake-api-signing-key"
+DEFAULT_MAX_TOOL_REFERENCES = 256
+"""How many distinct tools a compaction block records (the docs give no figure)."""
 
 
 @dataclass
@@ -71,7 +73,7 @@ class ModelSpec:
 DEFAULT_MODELS = (
     ModelSpec("claude-sonnet-5-5", 1_000_000, 128_000, "Claude Sonnet 5.5"),
     ModelSpec("claude-opus-5-5", 1_000_000, 128_000, "Claude Opus 5.5"),
-    ModelSpec("claude-haiku-5-5", 200_000, 64_000, "Claude Haiku 5.5"),
+    ModelSpec("claude-haiku-5-5", 1_000_000, 128_000, "Claude Haiku 5.5"),
     ModelSpec("claude-sonnet-4-6", 1_000_000, 64_000, "Claude Sonnet 4.6"),
     ModelSpec("claude-opus-4-6", 1_000_000, 128_000, "Claude Opus 4.6"),
     ModelSpec("claude-haiku-4-5", 200_000, 64_000, "Claude Haiku 4.5"),
@@ -108,7 +110,7 @@ class FakeAnthropicServer:
         retry_after_ms: int | None = 1,
         stream_chunk_chars: int = 8,
         prompt_caching: bool = True,
-        cache_min_tokens: int | Mapping[str, int] = DEFAULT_CACHE_MIN_TOKENS,
+        cache_min_tokens: int | Mapping[str, int] | None = None,
         cache_lookback: int = DEFAULT_CACHE_LOOKBACK,
         clock: Callable[[], float] = time.monotonic,
         models: Sequence[ModelSpec] = DEFAULT_MODELS,
@@ -116,6 +118,9 @@ class FakeAnthropicServer:
         account_created_after_cutoff: bool = True,
         thinking_tokens: int = DEFAULT_THINKING_TOKENS,
         secret: bytes = DEFAULT_SECRET,
+        compaction_encrypted_content: bool = True,
+        compaction_tool_changes: bool = False,
+        max_tool_references: int = DEFAULT_MAX_TOOL_REFERENCES,
     ) -> None:
         self._api_key = api_key
         self.handler = handler
@@ -140,7 +145,8 @@ class FakeAnthropicServer:
         """Bill like the API's prompt cache (:mod:`fake_api.cache`); False: nothing cached."""
         self.cache = PromptCache(clock, lookback=cache_lookback)
         self.cache_min_tokens = cache_min_tokens
-        """The minimum cacheable prefix: one for all models, or per model (``"*"``: others)."""
+        """The minimum cacheable prefix: one for all models, or per model (``"*"``: others);
+        None: the docs' figures (512 on Sonnet 5.5, else 1,024)."""
         self.bills: list[Bill] = []
         """One per answered ``POST /v1/messages``, in order."""
         self.models: dict[str, ModelSpec] = {spec.id: spec for spec in models}
@@ -164,8 +170,20 @@ class FakeAnthropicServer:
         """The hidden output-token figure of each thinking block the server writes."""
         self.secret = secret
         """The key signatures are made with (thinking and on-demand compaction blocks)."""
+        self.compaction_encrypted_content = compaction_encrypted_content
+        """On-demand compaction blocks carry an opaque ``encrypted_content`` (signed with
+        them: sent back altered, ``compaction_content_mismatch``)."""
+        self.compaction_tool_changes = compaction_tool_changes
+        """On-demand compaction blocks carry ``tool_changes`` even without a tool-changes beta
+        (with ``inline-tools-2026-09-15`` or ``mid-conversation-tool-changes-2026-07-01`` they
+        always do)."""
+        self.max_tool_references = max_tool_references
+        """The distinct tools a compaction block can record: a compaction request whose
+        conversation references more is ``compaction_too_many_tool_references``."""
         self.refusals_expected = False
         """When true, a refused request goes to ``refusals`` instead of ``violations``."""
+        self.too_long: list[str] = []
+        """Every request refused "prompt is too long" (over ``context_window``), in order."""
         self.refusals: list[str] = []
         """Every refused request's problems (expected or not), in order."""
         self._compaction_failures: deque[str] = deque()
@@ -389,7 +407,9 @@ class FakeAnthropicServer:
             return CacheUse()
         model = str(body.get("model", ""))
         minimum = min_cache_tokens(self.cache_min_tokens, model)
-        return self.cache.use(model, prefix or self.prefix(body), minimum)
+        # An effort change restarts the prompt cache (docs: effort, preserved thinking): the
+        # entries are the model's at one effort.
+        return self.cache.use(f"{model}@{effort(body)}", prefix or self.prefix(body), minimum)
 
     def _message_json(
         self, body: dict[str, Any], reply: Reply, admitted: Admitted | None = None
@@ -407,8 +427,10 @@ class FakeAnthropicServer:
             has_tool_use = any(b.get("type") == "tool_use" for b in content)
             stop_reason = "tool_use" if has_tool_use else "end_turn"
         counted = admitted.effective if admitted is not None else body
-        cut = None
-        if not reply.usage and reply.output_tokens is None:
+        cut: tuple[list[dict[str, Any]], int] | None = None
+        if body.get("max_tokens") == 0:  # a cache keep-alive: reads and writes, samples nothing
+            cut = ([], 0)
+        elif not reply.usage and reply.output_tokens is None:
             cut = cap(content, body.get("max_tokens"), self.token_factor)
         if cut is not None:
             content, stop_reason = cut[0], "max_tokens"
