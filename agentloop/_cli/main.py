@@ -47,6 +47,7 @@ ENVIRONMENT = (
     ("AGENTLOOP_STREAM_TIMEOUT", "seconds a reply may stream nothing before it is asked again"),
     ("AGENTLOOP_PRICES", 'price overrides, JSON: {"claude-sonnet-4": {"input": 3, "output": 15}}'),
     ("AGENTLOOP_KEEP_ENV", "credential variables shell commands may still see"),
+    ("AGENTLOOP_MCP_MAX_TOKENS", "the tokens an MCP tool's result may take (default 25,000)"),
     ("NO_COLOR", "set: no colors (diffs, notes, search hits)"),
 )
 """Every environment variable agentloop reads, as ``--help`` lists them."""
