@@ -92,9 +92,16 @@ def _bare(word: str) -> str:
 
 
 def _no_cut_word(shown: list[str], whole: str) -> list[str]:
-    """Words on the screen that are not words of the unwrapped text (a word cut in two)."""
+    """Words on the screen that are not words of the unwrapped text (a word cut in two); a
+    piece of a word too long for any line (a deep temporary path) is no such cut."""
     known = _words(whole)
-    return [w for line in shown for w in line.split() if _bare(w) not in known and w != "…"]
+    too_long = [w for w in known if len(w) > COLUMNS - 12]
+    return [
+        w
+        for line in shown
+        for w in line.split()
+        if _bare(w) not in known and w != "…" and not any(_bare(w) in long for long in too_long)
+    ]
 
 
 def test_help_lists_every_variable_and_wraps_at_words(

@@ -191,7 +191,9 @@ def workspace(tmp_path: Path) -> Path:
 @pytest.fixture
 def launch(fake_api: FakeAnthropicServer, workspace: Path) -> Iterator[Callable[..., Terminal]]:
     terminals: list[Terminal] = []
-    env = dict(os.environ)
+    # The pty's size is the terminal's: a COLUMNS or LINES inherited (pytest-xdist's workers
+    # set 80x24) would override it.
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
     env.update(
         ANTHROPIC_BASE_URL=fake_api.base_url,
         ANTHROPIC_API_KEY="test-key",
