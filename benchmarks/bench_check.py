@@ -1,4 +1,4 @@
-"""The per-turn check at a safe boundary, with and without a same-role pair (issue 37).
+"""The per-turn check at a safe boundary, with and without a same-role pair.
 
     python benchmarks/bench_check.py [--quick]
 

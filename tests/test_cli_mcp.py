@@ -1,4 +1,4 @@
-"""MCP servers through the ``agentloop`` command line against the test server (issue 36): a
+"""MCP servers through the ``agentloop`` command line against the test server: a
 session that calls MCP tools, compacts and resumes with ``-c`` with the same tool set; what
 ``/mcp`` shows; a server that fails is one line; nothing left running after exit or Ctrl-C."""
 

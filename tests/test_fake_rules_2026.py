@@ -1,4 +1,4 @@
-"""The rules issue 34 taught the fake API, each through the real SDK over HTTP, in the form the
+"""The late-2026 rules of the fake API, each through the real SDK over HTTP, in the form the
 docs give (status, error type and code, message): kept turns under another system prompt or
 tool set, effort and the prompt cache, thinking sized in thousands, compaction blocks with
 ``encrypted_content`` / ``tool_changes``, mid-conversation system features and their betas,

@@ -1,5 +1,5 @@
 """``_loop/inputs.py``: a history's same-role pairs merged where it grew, and the per-turn check's
-work independent of the history's length (issue 37: one pair made every later check rebuild
+work independent of the history's length (one same-role pair once made every later check rebuild
 the whole list). Work is counted as Python and builtin function calls, never timed."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""MCP servers (issue 36): the configuration, real servers started through the SDK (the
+"""MCP servers: the configuration, real servers started through the SDK (the
 misbehaving test server, ``mcp-server-git``, ``@modelcontextprotocol/server-filesystem`` through
 npx), their tools as agentloop tools, and :class:`AgentLoop` with them (sync and async)."""
 

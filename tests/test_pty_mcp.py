@@ -1,4 +1,4 @@
-"""MCP servers in a terminal (issue 36): the workspace's ``.mcp.json`` is asked about once,
+"""MCP servers in a terminal: the workspace's ``.mcp.json`` is asked about once,
 ``/mcp`` shows the server, and quitting leaves no server running."""
 
 from __future__ import annotations

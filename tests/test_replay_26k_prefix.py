@@ -1,4 +1,4 @@
-"""Issue 34's replay: a session shaped like a recorded Claude Code session — a 26k-token fixed
+"""A replay: a session shaped like a recorded Claude Code session — a 26k-token fixed
 prefix (system prompt and tools), tool results of 30k characters, thinking of thousands of
 tokens a reply — on ``claude-sonnet-5-5`` at a 60k window, through :class:`AgentLoop` and the
 real SDK against the test server, which enforces preserved thinking, refuses a prompt over the
@@ -154,7 +154,7 @@ def run_session(
             compacter=compacter,
             store=store,
             workspace=str(tmp_path),
-            title="issue 34 replay",
+            title="a 26k-prefix replay",
             system=system,
             tools=tools,
             max_tokens=reply_tokens,

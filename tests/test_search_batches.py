@@ -1,4 +1,4 @@
-"""SQLite's search index written in batches (issue 37: an append with its index rows cost +80 %):
+"""SQLite's search index written in batches (an append that wrote its index rows cost +80 %):
 appends leave their messages waiting until :data:`SEARCH_BATCH` wait, a search finds them all
 the same (read-only too), nothing committed is lost when the writer dies before the batch, and
 an id SQLite reuses after a delete is indexed."""

@@ -19,6 +19,7 @@ seed; ``size`` is about the number of messages.
 
 from __future__ import annotations
 
+import abc
 import json
 import random
 from collections.abc import Callable, Iterator
@@ -102,7 +103,7 @@ def _lines(content: str) -> int:
     return content.count("\n")
 
 
-class Writer:
+class Writer(abc.ABC):
     """Renders steps as one agent's calls (subclasses: one per shape)."""
 
     shape: Shape
@@ -127,15 +128,17 @@ class Writer:
     def ran(self, command: str, code: int) -> Happened:
         return Happened(0, "", "command", command=command, exit_code=code)
 
+    @abc.abstractmethod
     def call(self, step: Step) -> Call | None:
-        raise NotImplementedError
+        """``step`` as this agent's call (None: the agent has no such tool)."""
 
     def grep(self, step: Grep) -> Call:
         command = f"grep -rn '{step.pattern}' {step.where}"
         return self.shell(Run(command, 0, step.output))
 
+    @abc.abstractmethod
     def shell(self, step: Run) -> Call:
-        raise NotImplementedError
+        """A command as this agent's shell call."""
 
     def delete(self, step: Delete) -> Call:
         call = self.shell(Run(f"rm {self.path(step.path)}", 0, ""))
