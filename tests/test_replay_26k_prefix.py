@@ -81,7 +81,7 @@ class Warnings(Recorder):
 
 
 class Replay(Script):
-    """Each user request: two rounds of reads of 30k characters (one of three reads at once
+    """Each user request: two rounds of reads of 30k characters (one of four reads at once
     every third request), then an answer (counted per request, so
     that a compaction in between changes nothing)."""
 
@@ -100,8 +100,9 @@ class Replay(Script):
             return text_reply(filler(f"answer {len(self.conversation)}", 150))
         self.calls[request] = done + 1
         n = len(self.conversation)
-        if done == 1 and len(self.calls) % 3 == 2:  # now and then, three reads at once
-            return tool_reply(*[("read", {"n": n * 10 + k}) for k in range(3)], text="Reading.")
+        if done == 1 and len(self.calls) % 3 == 2:  # now and then, four reads at once: more
+            # than the window holds beside the prefix and a reply, whatever a compaction left
+            return tool_reply(*[("read", {"n": n * 10 + k}) for k in range(4)], text="Reading.")
         return tool_reply(("read", {"n": n}), text="Reading.")
 
 
@@ -198,8 +199,11 @@ def test_a_26k_prefix_session_at_60k_on_sonnet_55_sends_no_refused_request(
     for transition in recorder.transitions:
         summary = transition.summary
         assert summary.summary_calls + summary.discarded_calls <= 2
-    # No summary prepared before the fixed prefix leaves room for one to be used.
-    assert all(b.get("compaction") is None for b in fake.message_requests[:2])
+    # No summary prepared before the fixed prefix leaves room for one to be used: each
+    # compaction request holds at least a fifth of the room the trigger leaves beside it (the
+    # order of requests is not asserted: a prepared one runs beside the turn's own).
+    mark = fixed + (0.85 * WINDOW - fixed) * 0.2
+    assert all(fake.count_input_tokens(b) >= mark for b in compactions)
 
 
 def _preparing(

@@ -257,9 +257,10 @@ class TurnRules:
         window = compacter.context_window
         context = self._measured_context(compacter)
         calibration = compacter.calibration
-        if calibration is None or not calibration.samples:
+        if calibration is not None and not calibration.samples:
             # No request counted yet: the local estimate may be far under the API's count (it
-            # once read 4,330 as about half that), so the reply keeps clear of twice it.
+            # once read 4,330 as about half that), so the reply keeps clear of twice it. (A
+            # compacter without calibration never learns: there the estimate stands.)
             context *= UNCALIBRATED_FACTOR
         room = window - context - max(256, window // 50)  # a margin
         return room if cap is None else min(cap, room)
