@@ -43,6 +43,7 @@ def main(token: str) -> None:
 
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
+    listener.listen(64)  # before the port is told: a client's connection waits, never refused
     print(listener.getsockname()[1], flush=True)
     app = guarded(server.streamable_http_app(), token)
     config = uvicorn.Config(app, log_level="warning", lifespan="on")
