@@ -25,9 +25,14 @@ __all__ = [
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
+_NARROW = str.maketrans(dict.fromkeys("·…↑↓←→—–×✓◀▶⎿", "x"))
+"""Characters agentloop itself prints that take one cell each: text of ASCII and these is
+measured without loading wcwidth's tables (``agentloop --help`` holds a few)."""
+
+
 def cells(text: str) -> int:
     """How many terminal cells ``text`` takes (control characters count for nothing)."""
-    if text.isascii() and text.isprintable():
+    if text.isprintable() and (text.isascii() or text.translate(_NARROW).isascii()):
         return len(text)
     from wcwidth import wcswidth
 
