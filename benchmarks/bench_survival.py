@@ -134,21 +134,6 @@ class Survival:
         return out
 
 
-def cuts(messages: Sequence[Message], count: int) -> list[int]:
-    """``count`` points that split ``messages`` evenly, each where a history may end (after a
-    user message, before an assistant one)."""
-    out: list[int] = []
-    for step in range(1, count + 1):
-        index = len(messages) * step // (count + 1)
-        while index < len(messages) and not (
-            messages[index - 1].role == "user" and messages[index].role == "assistant"
-        ):
-            index += 1
-        if index < len(messages) and (not out or index > out[-1] + 4):
-            out.append(index)
-    return [*out, len(messages)]
-
-
 def _truth_changed(history: Sequence[Message]) -> dict[str, bool]:
     """Per path: whether a file tool wrote it after the model last saw all of it (a whole
     read, or a write), by the history itself."""
@@ -234,7 +219,7 @@ def measure_transcript(
     done = 0
     child: list[Message] = []
     spans: list[tuple[int, int]] = []
-    for cut in cuts(original, compactions)[:compactions]:
+    for cut in survival_agents.cuts(original, compactions)[:compactions]:
         context += original[done:cut]
         index += list(range(done, cut))
         done = cut

@@ -329,7 +329,8 @@ class Searcher:
 
 
 def cuts(messages: Sequence[Message], count: int) -> list[int]:
-    """``count`` points that split ``messages`` evenly, each after a user message."""
+    """``count`` points that split ``messages`` evenly, each where a history may end (after a
+    user message, before an assistant one)."""
     out: list[int] = []
     for step in range(1, count + 1):
         index = len(messages) * step // (count + 1)
