@@ -133,8 +133,9 @@ class _Cuts:
 
 
 def _words(label: str) -> list[str]:
-    """The searchable words of a command, its prefixes dropped (``cd dir &&``, ``A=b``,
-    ``bash -lc``), lowercased as the search matches them."""
+    """The searchable words of a command, lowercased as the search matches them: what stands
+    after its last ``&&`` (a ``cd dir &&`` dropped), without flags, one-letter words and a
+    leading ``env``, ``sudo`` or ``time``."""
     tokens = [t for t in label.split("&&")[-1].split() if not t.startswith("-")]
     words = [w.lower() for t in tokens for w in _WORD.findall(t) if len(w) > 1]
     while len(words) > 1 and words[0] in _LAUNCHERS:
