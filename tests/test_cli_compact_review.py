@@ -269,3 +269,22 @@ def test_review_and_dry_run_together_are_refused_in_one_line(cli: CLI) -> None:
     assert f"--dry-run and --review do not go together (usage: {COMPACT_USAGE})" in run.err
     assert REVIEW_HEAD not in run.err and cli.script.summaries == []
     assert [(s.id, s.message_count) for s in _sessions(cli)] == before
+
+
+def test_the_ledger_shown_is_the_one_the_child_carries(cli: CLI) -> None:
+    """What the review shows as carried is what the compacted context holds, line for line
+    (not a ledger derived apart from the compaction, which would list what the kept turns
+    hold verbatim)."""
+    _converse(cli, *WIDE)
+    run = cli.run(*WIDE, "-c", stdin="/compact --review\na\nand now?\n")
+    assert run.code == 0, run.err
+    shown = run.err.split("Ledger carried into the compacted context:")[1]
+    shown_lines = [line.strip() for line in shown.split("</ledger>")[0].splitlines()]
+    shown_lines = [line for line in shown_lines if line and line != "<ledger>"]
+    (child,) = [s for s in _sessions(cli) if s.parent_id is not None]
+    with cli.store() as store:
+        texts = [str(b.get("text", "")) for m in store.get_messages(child.id) for b in m.content]
+    (carried,) = [text for text in texts if "<ledger>" in text]  # after the next message
+    ledger = carried.split("<ledger>")[1].split("</ledger>")[0]
+    assert [line.strip() for line in ledger.splitlines() if line.strip()] == shown_lines
+    assert "request 0" in ledger

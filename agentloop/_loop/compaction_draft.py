@@ -16,8 +16,8 @@ from typing import Any, cast
 
 from agentloop._core.api_compaction import API_SUMMARY
 from agentloop._core.effects import CallModel, Effect, SaveTransition, Steps
+from agentloop._core.ledger import find_ledger, render
 from agentloop._core.messages import Message, Usage
-from agentloop._core.preserved_state import ledger_of
 from agentloop._core.results import CompactionOutcome, CompactionSummary, CompactionTransition
 from agentloop._loop.conversation_compacter import ConversationCompacter
 from agentloop._loop.drive import drive, drive_until
@@ -100,7 +100,6 @@ class CompactionDrafts:
         if compacter is None:
             return None
         restore = _counted(compacter)
-        ledger = ledger_of(self.messages, compacter)
         steps = self._compaction_steps(force=True, instructions=instructions)
         calls = 0
 
@@ -116,8 +115,17 @@ class CompactionDrafts:
             restore(None)
             raise
         if isinstance(reached, SaveTransition):
+            ledger = carried_ledger(reached.transition, compacter.later)
             return CompactionDraft(steps, reached, self._perform, restore, ledger, calls)
         return reached
+
+
+def carried_ledger(transition: CompactionTransition, later: Message | None) -> str:
+    """The ledger the compacted context carries, as it carries it ('' when none): in the
+    message that waits for the next user turn, else in the compacted context's opening."""
+    where = [later] if later is not None else list(transition.compacted_messages[:1])
+    found = find_ledger(where)
+    return render(found) if found is not None else ""
 
 
 def _counted(compacter: ConversationCompacter) -> Callable[[CompactionSummary | None], None]:
