@@ -19,8 +19,10 @@ from agentloop._core.effects import CallModel, Effect, SaveTransition, Steps
 from agentloop._core.ledger import find_ledger, render
 from agentloop._core.messages import Message, Usage
 from agentloop._core.results import CompactionOutcome, CompactionSummary, CompactionTransition
+from agentloop._loop.ahead import Ahead
 from agentloop._loop.conversation_compacter import ConversationCompacter
 from agentloop._loop.drive import drive, drive_until
+from agentloop._loop.fit import Shortened, as_sent
 
 Perform = Callable[[Effect[Any]], object]
 NOT_APPLIED = "the reviewed compaction was not applied"
@@ -80,6 +82,9 @@ class CompactionDrafts:
 
     compacter: ConversationCompacter | None
     messages: list[Message]
+    session_id: str
+    _ahead: Ahead | None
+    _shortened: Shortened
 
     def _compaction_steps(
         self, *, force: bool, instructions: str | None, emergency: bool = False
@@ -99,6 +104,12 @@ class CompactionDrafts:
         compacter = self.compacter
         if compacter is None:
             return None
+        if self._ahead is not None:
+            # A summary in flight is taken first (the compaction would wait for it too), so
+            # that dropping the draft keeps it ready with its cost, not lost with the draft.
+            sent = as_sent(self.messages, self._shortened)[0]
+            wait = compacter.prepared is None
+            drive(self._ahead.collect(self.session_id, sent, wait=wait), self._perform)
         restore = _counted(compacter)
         steps = self._compaction_steps(force=True, instructions=instructions)
         calls = 0
