@@ -47,8 +47,8 @@ from agentloop import (
     default_tool_facts,
 )
 from agentloop._cli.main import main
-from agentloop._core.api_compaction import Carried, carried_message, carried_over
-from agentloop._core.summary import SUMMARIZER_SYSTEM
+from agentloop._core.compaction.api_compaction import Carried, carried_message, carried_over
+from agentloop._core.compaction.summary import SUMMARIZER_SYSTEM
 from agentloop.integrations.tool_runner import COMPACTION_BETA, RunnerCompaction
 from sessions import SessionStore, open_store
 

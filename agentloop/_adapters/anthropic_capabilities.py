@@ -16,8 +16,8 @@ from urllib.parse import urlsplit
 
 from agentloop._adapters.anthropic_errors import one_line, translated
 from agentloop._adapters.windows import base_model_id, builtin_limits
-from agentloop._core.api_compaction import accepts_system_messages
-from agentloop._core.validation import EFFORT_LEVELS
+from agentloop._core.compaction.api_compaction import accepts_system_messages
+from agentloop._core.values.validation import EFFORT_LEVELS
 from agentloop._errors import ModelError
 
 if TYPE_CHECKING:

@@ -10,9 +10,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from agentloop._adapters.anthropic_capabilities import ON_DEMAND_BETA, ModelCapabilities
-from agentloop._core.blocks import is_compaction
-from agentloop._core.messages import Message, compaction_block, has_compaction
-from agentloop._core.model import ModelRequest, ModelResponse, OnDemandCompaction, Thinking
+from agentloop._core.values.blocks import is_compaction
+from agentloop._core.values.messages import Message, compaction_block, has_compaction
+from agentloop._core.values.model import ModelRequest, ModelResponse, OnDemandCompaction, Thinking
 from agentloop._errors import CompactionFailed
 
 __all__ = [
