@@ -41,6 +41,7 @@ if TYPE_CHECKING:
         validate_messages,
     )
     from agentloop._core.values.model import AsyncModel, Model, ModelRequest, ModelResponse
+    from agentloop._core.values.model_profile import ModelProfile
     from agentloop._core.values.tool import FunctionTool, Tool, ToolResult
     from agentloop._core.values.tool_facts import (
         CommandRan,
@@ -87,6 +88,7 @@ _EXPORTS: dict[str, str] = {
     "Model": "agentloop._core.values.model",
     "ModelError": "agentloop._errors",
     "ModelLimits": "agentloop._adapters.windows",
+    "ModelProfile": "agentloop._core.values.model_profile",
     "ModelRequest": "agentloop._core.values.model",
     "ModelResponse": "agentloop._core.values.model",
     "PreservedStateHook": "agentloop._core.facts.preserved_state",
@@ -163,6 +165,7 @@ __all__ = [
     "Model",
     "ModelError",
     "ModelLimits",
+    "ModelProfile",
     "ModelRequest",
     "ModelResponse",
     "PreservedStateHook",

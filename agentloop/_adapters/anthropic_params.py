@@ -9,10 +9,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from agentloop._adapters.anthropic_capabilities import ON_DEMAND_BETA, ModelCapabilities
+from agentloop._adapters.anthropic_capabilities import ON_DEMAND_BETA
 from agentloop._core.values.blocks import is_compaction
 from agentloop._core.values.messages import Message, compaction_block, has_compaction
 from agentloop._core.values.model import ModelRequest, ModelResponse, OnDemandCompaction, Thinking
+from agentloop._core.values.model_profile import ModelProfile
 from agentloop._errors import CompactionFailed
 
 __all__ = [
@@ -38,7 +39,7 @@ MAX_COMPACTION_INSTRUCTIONS = 16_384
 _REFUSED_WITH_COMPACTION = ("context_management", "stop_sequences")
 
 
-def thinking_params(request: ModelRequest, caps: ModelCapabilities) -> dict[str, Any]:
+def thinking_params(request: ModelRequest, caps: ModelProfile) -> dict[str, Any]:
     """The ``thinking`` and ``output_config`` params for ``request`` on a model with ``caps``
     (empty for a model that does not think and was given no effort it takes).
 

@@ -41,6 +41,7 @@ from agentloop._core.measuring.context import CompactionDecision
 from agentloop._core.values.blocks import is_text, text_block
 from agentloop._core.values.messages import ContentBlock, Message
 from agentloop._core.values.model import AsyncModel, Model
+from agentloop._core.values.profile_table import profile_of
 from agentloop._core.values.tool import ToolResult
 from agentloop._core.values.tool_facts import ToolCall
 from agentloop._core.values.validation import DEFAULT_MAX_TOKENS
@@ -409,7 +410,8 @@ class CodingAgent:
         notice = self._announce(rendered)  # a change found on resume was told then
         if notice is not None:
             self.loop.events.on_warning(notice)
-        return update_messages(update_text(rendered), model=self.loop.model_name)
+        profile = profile_of(self.loop.model, self.loop.model_name)
+        return update_messages(update_text(rendered), system_messages=profile.system_messages)
 
     def _instruction_paths(self) -> list[str]:
         return [f.label for f in self.instructions.files if f.scope == "project"]

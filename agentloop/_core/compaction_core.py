@@ -85,9 +85,10 @@ from agentloop._core.values.messages import (
 from agentloop._core.values.model import (
     AsyncModel,
     Model,
-    OnDemandCompactingModel,
     ServerCompaction,
 )
+from agentloop._core.values.model_profile import ModelProfile
+from agentloop._core.values.profile_table import profile_of
 from agentloop._core.values.settings import STRATEGIES, CompactionSettings, StrategyName
 from agentloop._core.values.tool_facts import ToolFacts
 from agentloop._core.values.validation import DEFAULT_MAX_TOKENS, validate_window
@@ -144,7 +145,6 @@ class CompactionCore:
         self._undone_hold: int | None = None
         """The breaker's value set by :meth:`hold` (while it is the one that holds)."""
         self._last_output: tuple[Message, int] | None = None
-        self._on_demand: dict[str, bool] = {}
         self.later: Message | None = None
         """What the newest compaction carries over but could not place yet (its child ends
         with a reply): appended after the next user message (``carried``)."""
@@ -551,24 +551,19 @@ class CompactionCore:
 
     # -- the API's own summary (see ``api_compaction.py``) ----------------------------------------
 
+    @property
+    def profile(self) -> ModelProfile:
+        """What the conversation's model can do where the summarizer answers it."""
+        return profile_of(self.summarizer, self.model_name)
+
     def api_summary_available(self) -> bool:
         """Whether the API writes this conversation's summaries (on-demand compaction): the
-        summarizer model says it can for the conversation's model (asked once, remembered),
-        and no other model is to summarize (``--compaction-model``)."""
+        model's :attr:`profile` says so, and no other model is to summarize
+        (``--compaction-model``)."""
         settings = self.settings
         if not settings.api_summary or settings.summary_model not in (None, self.model_name):
             return False
-        known = self._on_demand.get(self.model_name)
-        if known is None:
-            model = self.summarizer
-            try:
-                known = isinstance(model, OnDemandCompactingModel) and bool(
-                    model.supports_on_demand_compaction(self.model_name)
-                )
-            except Exception:  # a capability unknown is a capability not used
-                known = False
-            self._on_demand[self.model_name] = known
-        return known
+        return self.profile.on_demand_compaction
 
     def api_summary_max_tokens(self) -> int:
         """``max_tokens`` of a compaction request (the summary's room)."""

@@ -80,7 +80,7 @@ class AgentLoop(TurnRules, ServerSteps, CompactionDrafts):
     as it happens, and each compaction continues under a child session saved with its parent.
 
     ``max_tokens`` is the reply reserve the trigger keeps free; a model that knows its output
-    limit (:class:`~agentloop._core.values.model.OutputLimitedModel`) gets more, room to think.
+    limit (its profile's ``max_output_tokens``, see :class:`~agentloop.ModelProfile`) gets more.
     ``effort``: low … max (None: the model's default); ``drop_block``: see :attr:`thinking`.
     """
 

@@ -14,11 +14,7 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
-from agentloop._core.compaction.api_compaction import (
-    accepts_system_messages,
-    adopted_steps,
-    api_instructions,
-)
+from agentloop._core.compaction.api_compaction import adopted_steps, api_instructions
 from agentloop._core.compaction.effects import CallModel, NewSessionId, ReadClock, Steps, perform
 from agentloop._core.compaction.plan import plan_steps
 from agentloop._core.compaction.prepared import PreparedSummary, PrepareJob, next_job
@@ -33,6 +29,7 @@ from agentloop._core.facts.preserved_state import PreservedStateHook
 from agentloop._core.measuring.context import Calibrator, CompactionDecision, TokenCounter
 from agentloop._core.values.messages import ContentBlock, Message, ResponseLike, Usage
 from agentloop._core.values.model import AsyncModel, Model, ModelResponse
+from agentloop._core.values.profile_table import profile_of
 from agentloop._core.values.tool import Tool
 from agentloop._core.values.tool_facts import ToolFacts
 from agentloop._core.values.validation import DEFAULT_MAX_TOKENS
@@ -90,7 +87,7 @@ class ConversationCompacter(CompactionCore):
                 stacklevel=2,
             )
         if context_window is None:  # (0 is a window given, and refused as invalid)
-            context_window, window_source = _known_window(model_name)
+            context_window, window_source = _known_window(model, model_name)
         output = DEFAULT_MAX_TOKENS if max_output_tokens is None else max_output_tokens
         super().__init__(
             model_name=model_name or "",
@@ -146,7 +143,8 @@ class ConversationCompacter(CompactionCore):
             if self.summarizer is None:
                 self.summarizer = self.runtime.model = model
             if not self._window_given:
-                self.context_window, self.window_source = _known_window(model_name)
+                known = _known_window(self.summarizer, model_name)
+                self.context_window, self.window_source = known
         if not self._output_given:
             self.max_output_tokens = min(max_output_tokens, self.context_window)
 
@@ -220,7 +218,7 @@ class ConversationCompacter(CompactionCore):
         if later is None or message.role != "user":
             self.later = later
             return [message]
-        if accepts_system_messages(self.model_name):
+        if self.profile.system_messages:
             return [message, later]
         return [replace(message, content=(*message.content, *later.content), tokens=None)]
 
@@ -417,14 +415,16 @@ def _dicts(tools: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return [tool if isinstance(tool, dict) else dict(tool) for tool in tools]
 
 
-def _known_window(model_name: str | None) -> tuple[int, str]:
-    """The model's window from agentloop's table (never a network call; 200k if unknown), and
-    where it came from."""
-    from agentloop._adapters.windows import builtin_limits, default_limits
+def _known_window(model: object, model_name: str | None) -> tuple[int, str]:
+    """The window of the model's profile (``profile_of``: the model adapter's own, else the
+    shipped table; 200k if unknown), and where it came from."""
+    from agentloop._adapters.windows import default_limits
 
     name = model_name or ""
-    limits = builtin_limits(name) or default_limits(name)
-    return limits.context_window, limits.source
+    profile = profile_of(model, name)
+    if profile.context_window is None:
+        return default_limits(name).context_window, "default"
+    return profile.context_window, profile.source
 
 
 def count_within(

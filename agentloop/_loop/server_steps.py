@@ -16,9 +16,9 @@ from agentloop._core.values.model import (
     Model,
     ModelRequest,
     ModelResponse,
-    ServerCompactingModel,
     ServerCompaction,
 )
+from agentloop._core.values.profile_table import profile_of
 from agentloop._loop.conversation_compacter import ConversationCompacter
 from agentloop._loop.events import EventFanOut
 
@@ -45,11 +45,9 @@ class ServerSteps:
         makes the loop compact locally, once told."""
         if self._server_edit() is None:
             return
-        model = self.model
-        if not isinstance(model, ServerCompactingModel):
-            self._fall_back(f"the model adapter {type(model).__name__} does not offer it")
-        elif not model.supports_server_compaction(self.model_name):
-            self._fall_back(f"{self.model_name} does not offer it")
+        if not profile_of(self.model, self.model_name).server_compaction:
+            adapter = type(self.model).__name__
+            self._fall_back(f"the model adapter {adapter} does not offer it for {self.model_name}")
 
     def _fall_back(self, reason: str) -> None:
         compacter = self.compacter

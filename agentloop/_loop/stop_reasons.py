@@ -31,10 +31,10 @@ from agentloop._core.values.model import (
     Model,
     ModelRequest,
     ModelResponse,
-    OutputLimitedModel,
     Thinking,
     reply_max_tokens,
 )
+from agentloop._core.values.profile_table import profile_of
 from agentloop._core.values.tool import Tool
 from agentloop._core.values.validation import EFFORT_LEVELS
 from agentloop._errors import ConfigurationError
@@ -255,10 +255,8 @@ class TurnRules:
     def _room(self) -> int | None:
         """The most ``max_tokens`` a request may carry now: the model's limit, within what the
         window leaves beside the context measured last (None: neither is known)."""
-        model, compacter = self.model, self.compacter
-        cap = None
-        if isinstance(model, OutputLimitedModel):
-            cap = model.max_reply_tokens(self.model_name)
+        compacter = self.compacter
+        cap = profile_of(self.model, self.model_name).max_output_tokens
         if compacter is None:
             return cap
         window = compacter.context_window
@@ -286,10 +284,9 @@ class TurnRules:
         once, self._max_tokens_once = self._max_tokens_once, None
         if once is not None:
             return once
-        model = self.model
-        if not isinstance(model, OutputLimitedModel):
+        cap = profile_of(self.model, self.model_name).max_output_tokens
+        if cap is None:
             return self.max_tokens
-        cap = model.max_reply_tokens(self.model_name)
         room = self._room()
         return reply_max_tokens(self.max_tokens, cap, window=room, context=0)
 

@@ -57,6 +57,7 @@ from agentloop._core.values.model import (
     ModelResponse,
     OnDemandCompaction,
 )
+from agentloop._core.values.profile_table import accepts_system_messages as accepts_system_messages
 from agentloop._errors import CompactionFailed
 
 API_SUMMARY = "api_summary"
@@ -82,27 +83,6 @@ PINNED_MARK = "[pinned {role} message]"
 REQUEST_MARK = "[the user's latest request, verbatim]"
 _PARTS = re.compile(r"\n\n(?=\[pinned |" + re.escape(REQUEST_MARK) + ")")
 """Where a carried message's text opens a pinned message or the latest request."""
-# The models that read mid-conversation ``role: "system"`` messages (the docs list Fable and
-# Mythos 5 and later, Opus 4.8 and later, Sonnet 5.5 and Haiku 5.5 — not Sonnet 5): a family
-# and the first version of it that does. Later versions of a family are taken to keep it.
-_SYSTEM_MESSAGES_FROM = {
-    "fable": (5, 0),
-    "mythos": (5, 0),
-    "opus": (4, 8),
-    "sonnet": (5, 5),
-    "haiku": (5, 5),
-}
-_MODEL_ID = re.compile(r"(fable|mythos|opus|sonnet|haiku)-(\d{1,2})(?!\d)(?:[-.](\d)(?!\d))?")
-
-
-def accepts_system_messages(model: str) -> bool:
-    """Whether ``model`` (an id, on any platform) reads mid-conversation ``role: "system"``
-    messages: the one table agentloop keeps of it (the Models API does not say)."""
-    found = _MODEL_ID.search(model.lower())
-    if found is None:
-        return False
-    family, major, minor = found.group(1), int(found.group(2)), int(found.group(3) or 0)
-    return (major, minor) >= _SYSTEM_MESSAGES_FROM[family]
 
 
 def api_instructions(standing: str, instructions: str | None) -> str:
@@ -260,14 +240,17 @@ def carried_message(carried: Carried) -> Message:
     return Message.system(text)
 
 
-def with_carried(messages: list[Message], carried: Carried, model_name: str) -> list[Message]:
+def with_carried(
+    messages: list[Message], carried: Carried, system_messages: bool
+) -> list[Message]:
     """``messages`` (ending with the newest user turn, not sent yet) followed by what is
-    carried: a system message where the model reads them, else a text block at the end of
-    that user message. Unchanged when nothing is carried or no user turn ends them."""
+    carried: a system message where the model reads them (its profile's ``system_messages``),
+    else a text block at the end of that user message. Unchanged when nothing is carried or
+    no user turn ends them."""
     if not carried or not messages or messages[-1].role not in ("user", "system"):
         return messages
     message = carried_message(carried)
-    if accepts_system_messages(model_name):
+    if system_messages:
         return [*messages, message]
     last = messages[-1]
     if last.role != "user":  # a system message the model does not read: left as it is
@@ -277,7 +260,7 @@ def with_carried(messages: list[Message], carried: Carried, model_name: str) -> 
 
 
 def api_child(
-    msgs: Sequence[Message], cut: int, block: ContentBlock, carried: Carried, model_name: str
+    msgs: Sequence[Message], cut: int, block: ContentBlock, carried: Carried, system_messages: bool
 ) -> list[Message]:
     """The child: the block, the kept turns verbatim (their replies lose the usage that
     measured the old context), then what is carried (see :func:`with_carried`)."""
@@ -285,7 +268,7 @@ def api_child(
         m if m.usage is None and m.counted is None else replace(m, usage=None, counted=None)
         for m in msgs[cut:]
     ]
-    return with_carried([Message("assistant", (dict(block),)), *kept], carried, model_name)
+    return with_carried([Message("assistant", (dict(block),)), *kept], carried, system_messages)
 
 
 def api_compaction_steps(
@@ -370,7 +353,7 @@ def swapped_steps(
 ) -> Steps[Built]:
     """The child of ``block`` (a summary of ``job.msgs[:cut]``), validated and measured."""
     carried = carried_over(job.msgs, cut, job.state)
-    child = api_child(job.msgs, cut, block, carried, job.meter.model_name)
+    child = api_child(job.msgs, cut, block, carried, job.meter.profile.system_messages)
     validate_messages(child, allow_pending_tool_use=False)
     measured = yield from job.measure(child, job.local(child))
     later = carried_message(carried) if carried and child[-1].role == "assistant" else None

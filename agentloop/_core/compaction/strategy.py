@@ -29,6 +29,7 @@ from agentloop._core.facts.preserved_state import PreservedStateHook
 from agentloop._core.measuring.context import CompactionDecision, ContextUsage
 from agentloop._core.values.messages import Message, Usage, validate_messages
 from agentloop._core.values.model import AsyncModel, Model, ModelRequest, ServerCompaction
+from agentloop._core.values.model_profile import ModelProfile
 from agentloop._core.values.settings import CompactionSettings, register_name
 from agentloop._core.values.tool_facts import ToolFacts
 from agentloop._errors import ConfigurationError
@@ -51,6 +52,9 @@ class Meter(Protocol):
 
     @property
     def strategy(self) -> Strategy: ...
+
+    @property
+    def profile(self) -> ModelProfile: ...
 
     @property
     def threshold(self) -> float: ...

@@ -1,9 +1,9 @@
-"""What tokens cost: a per-model price table and the bill of a usage (pure).
+"""What tokens cost: the bill of a usage at the price a model's profile gives (pure).
 
 Prices are US dollars per million tokens of base input and output; the prompt cache's are
 multiples of the input price (a 5-minute write 1.25×, a read 0.1×). The token figures always
-come from the API's usage; only the dollar amount depends on this table, and it is marked as an
-estimate where the model is not in it (its family's price is assumed).
+come from the API's usage; only the dollar amount depends on the table (``profile_table``), and
+it is marked as an estimate where the model is not in it (its family's price is assumed).
 """
 
 from __future__ import annotations
@@ -14,38 +14,23 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from agentloop._core.values.messages import Usage
+from agentloop._core.values.model_profile import Price
+from agentloop._core.values.profile_table import PRICES, builtin_profile
 from agentloop._errors import ConfigurationError
 
 CACHE_WRITE_MULTIPLIER = 1.25
 CACHE_READ_MULTIPLIER = 0.1
-
-
-@dataclass(frozen=True, slots=True)
-class Price:
-    """Dollars per million tokens."""
-
-    input: float
-    output: float
-
-
-# Longest matching prefix wins; a model matching none is priced by its family, as an estimate.
-PRICES: Mapping[str, Price] = {
-    "claude-opus-4-6": Price(5.0, 25.0),
-    "claude-opus-4-5": Price(5.0, 25.0),
-    "claude-opus-4-1": Price(15.0, 75.0),
-    "claude-opus-4-0": Price(15.0, 75.0),
-    "claude-opus-4-2": Price(15.0, 75.0),
-    "claude-sonnet-4": Price(3.0, 15.0),
-    "claude-3-7-sonnet": Price(3.0, 15.0),
-    "claude-haiku-4-5": Price(1.0, 5.0),
-    "claude-3-5-haiku": Price(0.8, 4.0),
-    "claude-3-haiku": Price(0.25, 1.25),
-}
-_FAMILIES: Mapping[str, Price] = {
-    "opus": Price(5.0, 25.0),
-    "sonnet": Price(3.0, 15.0),
-    "haiku": Price(1.0, 5.0),
-}
+__all__ = [
+    "CACHE_READ_MULTIPLIER",
+    "CACHE_WRITE_MULTIPLIER",
+    "NO_BILL",
+    "PRICES",
+    "Bill",
+    "Price",
+    "bill",
+    "parse_prices",
+    "price_of",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,15 +79,13 @@ NO_BILL = Bill(Usage(), 0.0, False)
 
 
 def price_of(model: str, overrides: Mapping[str, Price] | None = None) -> tuple[Price, bool]:
-    """The model's price and whether it is known (False: a family's price, assumed)."""
-    table = {**PRICES, **(overrides or {})}
-    matches = [prefix for prefix in table if model.startswith(prefix)]
-    if matches:
-        return table[max(matches, key=len)], True
-    for family, price in _FAMILIES.items():
-        if family in model:
-            return price, False
-    return _FAMILIES["sonnet"], False
+    """The model's price and whether it is known (False: a family's price, assumed): the
+    longest override prefix ``model`` starts with, else its profile's price."""
+    matches = [prefix for prefix in overrides or {} if model.startswith(prefix)]
+    if overrides and matches:
+        return overrides[max(matches, key=len)], True
+    profile = builtin_profile(model)
+    return profile.price, profile.price_known
 
 
 def bill(usage: Usage, model: str, overrides: Mapping[str, Price] | None = None) -> Bill:
