@@ -42,9 +42,7 @@ _FIVE = re.compile(
     r"^claude-(?:sonnet|opus|haiku|fable|mythos)-5(?:-\d+)?$|^claude-mythos-preview$"
 )
 # A family and its version anywhere in an id, on any platform.
-_FAMILY_VERSION = re.compile(
-    r"(fable|mythos|opus|sonnet|haiku)-(\d{1,2})(?!\d)(?:[-.](\d)(?!\d))?"
-)
+_FAMILY_VERSION = re.compile(r"(fable|mythos|opus|sonnet|haiku)-(\d{1,2})(?!\d)(?:[-.](\d)(?!\d))?")
 
 _ADAPTIVE_ONLY = frozenset({"adaptive"})
 _ALL_EFFORT = frozenset(EFFORT_LEVELS)
