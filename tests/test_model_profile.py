@@ -34,6 +34,9 @@ ONE_PLACE = {
     "agentloop/_core/values/profile_table.py",
     "agentloop/_adapters/anthropic_capabilities.py",
 }
+# A model-id pattern names a family or a snapshot date; a model table is keyed by ids.
+_FAMILY = re.compile(r"claude|opus|sonnet|haiku|fable|mythos|\\d\{8\}")
+_MODEL_KEY = re.compile(r"^(claude-|opus$|sonnet$|haiku$|fable$|mythos$)")
 PROTOCOLS = {"ServerCompactingModel", "OnDemandCompactingModel", "OutputLimitedModel"}
 ABILITY_METHODS = {
     "supports_server_compaction",
@@ -41,8 +44,6 @@ ABILITY_METHODS = {
     "max_reply_tokens",
     "accepts_system_messages",
 }
-_FAMILY = re.compile(r"claude|opus|sonnet|haiku|fable|mythos|\\d\{8\}")
-_MODEL_KEY = re.compile(r"^(claude-|opus$|sonnet$|haiku$|fable$|mythos$)")
 
 
 def _modules() -> Iterator[tuple[str, ast.Module]]:

@@ -169,8 +169,7 @@ def thinks_by_default(model: str, types: frozenset[str]) -> bool:
 def builtin_profile(model: str) -> ModelProfile:
     """The table's profile of ``model`` (by its base id): what is used when no Models API
     answers. A model nobody knows thinks only if its id is a 5.x one; on-demand compaction is
-    never assumed (only the Models API says so); the Anthropic API takes a server compaction
-    edit for any model (and refuses it where it cannot)."""
+    never assumed (only the Models API says so)."""
     base = base_model_id(model)
     five = _FIVE.match(base) is not None
     types, efforts = _THINKING.get(
@@ -178,16 +177,12 @@ def builtin_profile(model: str) -> ModelProfile:
     )
     window, output = BUILTIN_WINDOWS.get(base, (None, None))
     price, price_known = _price(model)
-    return ModelProfile(
-        model=model,
-        thinking_types=types,
-        thinks_by_default=thinks_by_default(model, types),
-        signed_thinking=five,
-        effort_levels=efforts,
-        on_demand_compaction=False,
-        server_compaction=True,
+    thinking = ModelProfile(model, types, thinks_by_default(model, types), five, efforts)
+    # The Anthropic API takes a threshold edit for any model (and refuses it where it cannot).
+    limits = replace(thinking, server_compaction=True, context_window=window)
+    return replace(
+        limits,
         system_messages=accepts_system_messages(base),
-        context_window=window,
         max_output_tokens=output,
         price=price,
         price_known=price_known,
