@@ -240,9 +240,7 @@ def carried_message(carried: Carried) -> Message:
     return Message.system(text)
 
 
-def with_carried(
-    messages: list[Message], carried: Carried, system_messages: bool
-) -> list[Message]:
+def with_carried(messages: list[Message], carried: Carried, system_messages: bool) -> list[Message]:
     """``messages`` (ending with the newest user turn, not sent yet) followed by what is
     carried: a system message where the model reads them (its profile's ``system_messages``),
     else a text block at the end of that user message. Unchanged when nothing is carried or
