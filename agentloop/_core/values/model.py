@@ -90,7 +90,7 @@ class ModelRequest:
     compaction: OnDemandCompaction | None = None
     """Summarize ``messages`` on the API now (see :class:`OnDemandCompaction`)."""
     thinking: Thinking | None = None
-    """How the model thinks (None: the adapter's choice for the model, from its capabilities)."""
+    """How the model thinks (None: the adapter's choice for the model, from its profile)."""
     cache_newest: bool = True
     """Whether the newest message is a prompt-cache breakpoint. False for a one-off request (a
     summary that continues the conversation): it reads the conversation's cached prefix and
@@ -146,7 +146,12 @@ class AsyncModel(Protocol):
 @runtime_checkable
 class ServerCompactingModel(Protocol):
     """A model whose API can compact on the server (:class:`ServerCompaction`). It raises
-    :class:`ServerCompactionUnsupported` when the API refuses it for a model."""
+    :class:`ServerCompactionUnsupported` when the API refuses it for a model.
+
+    This and the two protocols after it are the older way to say what a model can do: a model
+    adapter now gives a ``profile`` (:class:`~agentloop.ModelProfile`); one without it that
+    still has these methods gets them folded into its profile (``profile_table.profile_of``),
+    the one place that asks them."""
 
     def supports_server_compaction(self, model: str) -> bool: ...
 

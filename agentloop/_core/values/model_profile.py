@@ -59,10 +59,6 @@ class ModelProfile:
     price_known: bool = False
     source: ProfileSource = "declared"
 
-    def thinks(self, kind: str) -> bool:
-        """Whether the model accepts ``thinking.type`` ``kind``."""
-        return kind in self.thinking_types
-
     def named(self, model: str) -> ModelProfile:
         """The same abilities under another model id (a dated snapshot of a known model)."""
         return self if model == self.model else replace(self, model=model)
