@@ -94,7 +94,7 @@ def capabilities_from_info(model: str, info: Mapping[str, Any]) -> ModelProfile:
     return replace(
         profile,
         thinking_types=types,
-        thinks_by_default=thinks_by_default(model, types),
+        thinks_by_default=thinks_by_default(types, table.signed_thinking),
         effort_levels=efforts,
         on_demand_compaction=on_demand,
     )

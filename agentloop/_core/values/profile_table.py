@@ -157,12 +157,11 @@ def _price(model: str) -> tuple[Price, bool]:
     return _FAMILY_PRICES["sonnet"], False
 
 
-def thinks_by_default(model: str, types: frozenset[str]) -> bool:
+def thinks_by_default(types: frozenset[str], signed_thinking: bool) -> bool:
     """Whether a model that accepts ``types`` thinks unless told not to: adaptive-only
-    models, and the 5.x ones that may also turn it off."""
-    return "adaptive" in types and (
-        "disabled" not in types or _FIVE.match(base_model_id(model)) is not None
-    )
+    models, and those that sign their thinking to its prefix (the 5.x ones) even where they
+    may turn it off."""
+    return "adaptive" in types and ("disabled" not in types or signed_thinking)
 
 
 @functools.lru_cache(maxsize=256)
@@ -177,7 +176,7 @@ def builtin_profile(model: str) -> ModelProfile:
     )
     window, output = BUILTIN_WINDOWS.get(base, (None, None))
     price, price_known = _price(model)
-    thinking = ModelProfile(model, types, thinks_by_default(model, types), five, efforts)
+    thinking = ModelProfile(model, types, thinks_by_default(types, five), five, efforts)
     # The Anthropic API takes a threshold edit for any model (and refuses it where it cannot).
     limits = replace(thinking, server_compaction=True, context_window=window)
     return replace(
