@@ -48,7 +48,7 @@ _ADAPTIVE_ONLY = frozenset({"adaptive"})
 _ALL_EFFORT = frozenset(EFFORT_LEVELS)
 _NO_XHIGH = frozenset({"low", "medium", "high", "max"})
 
-# model id -> (thinking types, effort levels); see the notes' section 2 (THK).
+# model id -> (thinking types, effort levels) the API accepts.
 _THINKING: Mapping[str, tuple[frozenset[str], frozenset[str]]] = {
     "claude-sonnet-5-5": (frozenset({"adaptive", "between_tools"}), _ALL_EFFORT),
     "claude-opus-5-5": (_ADAPTIVE_ONLY, _ALL_EFFORT),
