@@ -1,57 +1,29 @@
-"""The polish of the terminal agent (issue 19) in a real pseudo-terminal: Markdown replies, the
-start line, the spinner's time and hint, the file tools' diff, a folded paste and a small
-history file, the ``-r`` picker, and ``/help`` and tables wrapped to the terminal in display
-cells. The harness (a pty, the fake Messages API) is test_pty_repl.py's."""
+"""The terminal face of a running agent (``_cli/ui``) in a real pseudo-terminal: the start line,
+a reply drawn as Markdown (plain when piped), the spinner's time and hint, the file tools' diff
+under the tool line, and the status line while automatic compaction waits."""
 
 from __future__ import annotations
 
-import fcntl
-import os
 import re
-import struct
-import subprocess
-import sys
-import termios
 import threading
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from fake_api import FakeAnthropicServer, ReplySpec, text_reply, tool_reply
-from support.pty import REPO, TIMEOUT, Model, Terminal, launch, model, workspace
+from support.cli import CLI
+from support.compacted_runs import OLDER, SMALL, seed_compacted
+from support.pty import TIMEOUT, Model, Terminal, launch, model, pipe_run, workspace
 
-from agentloop._cli.cells import cells
-
-__all__ = ["launch", "model", "workspace"]  # the fixtures, shared with test_pty_repl.py
+__all__ = ["launch", "model", "workspace"]  # the pty fixtures, used here
 
 pytest.importorskip("prompt_toolkit")
 
+COLUMNS = 80
 REPLY = (
     "Here is the **plan**:\n\n- first step\n- second step\n\n"
     "```python\nprint('hi')\n```\n\nThat is all."
 )
-
-
-def resize(term: Terminal, columns: int, rows: int = 30) -> None:
-    fcntl.ioctl(term.master, termios.TIOCSWINSZ, struct.pack("HHHH", rows, columns, 0, 0))
-
-
-def pipe_run(
-    fake_api: FakeAnthropicServer, workspace: Path, stdin: str, *args: str
-) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
-    env.update(
-        ANTHROPIC_BASE_URL=fake_api.base_url, ANTHROPIC_API_KEY="test-key", PYTHONPATH=str(REPO)
-    )
-    return subprocess.run(
-        [sys.executable, "-m", "agentloop", *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        cwd=workspace,
-        env=env,
-        timeout=TIMEOUT,
-    )
 
 
 def test_the_start_line_and_a_reply_drawn_as_markdown(
@@ -124,86 +96,32 @@ def test_an_edit_shows_a_compact_diff(
     assert term.wait() == 0
 
 
-def test_a_long_paste_shows_as_a_label_and_the_history_stays_small(
-    launch: Callable[..., Terminal], model: Model
+def test_while_compaction_waits_the_status_line_shows_the_threshold_in_force(
+    cli: CLI, launch: Callable[..., Terminal]
 ) -> None:
-    from agentloop._sessions import default_store_path
+    seed_compacted(cli, 17)
+    cli.script.add(text_reply("still answering"))
 
-    history = default_store_path().parent / "history"
-    history.parent.mkdir(parents=True, exist_ok=True)
-    old = "".join(f"\n# 2026-01-01 00:00:00\n+old message {n} {'x' * 500}\n" for n in range(6000))
-    history.write_text(old)  # 3 MB left by an earlier version
-    model.replies.append(text_reply("got it"))
-    pasted = "\n".join(f"row {n} of the log" for n in range(300))
-    term = launch()
+    term = launch(*OLDER, *SMALL, "-c", columns=COLUMNS)
+    term.expect("Resuming session")
     term.prompt()
-    term.send(f"\x1b[200~{pasted}\x1b[201~")
-    term.expect(r"\[pasted 300 lines\]")
-    assert "row 150 of the log" not in term.screen
-    term.send("\r")
-    term.expect("got it")
-    assert model.last_text() == pasted  # the message holds the paste itself
+    term.send("/undo-compaction\r")
+    term.expect("Compaction undone")
+    held = term.expect(r"automatic compaction waits until it\s+passes\s+[\d,]+\s+tokens")
     term.prompt()
-    term.send("\x04")
-    assert term.wait() == 0
-    kept = history.read_text()
-    assert "[pasted 300 lines]" in kept and "row 150" not in kept
-    assert history.stat().st_size < 1_000_000
-    assert "old message 5999" in kept  # the newest entries stay
-
-
-def test_resume_without_an_id_offers_a_picker(
-    launch: Callable[..., Terminal],
-    model: Model,
-    fake_api: FakeAnthropicServer,
-    workspace: Path,
-) -> None:
-    for topic in ("the older topic", "the newer topic"):
-        model.replies.append(text_reply(f"about {topic}"))
-        assert pipe_run(fake_api, workspace, f"{topic}\n").returncode == 0
-    from sessions import open_store
-
-    with open_store() as store:
-        newer, older = (c.head.id for c in store.list_conversations(limit=None))
-    term = launch("-r")
-    term.expect("Recent conversations in")
-    term.expect(r"1 .* the newer topic")
-    term.expect(r"2 .* the older topic")
-    term.expect(r"Resume which\? \[↑↓ or 1-2, Enter: resume, q: none\] 1")
-    term.send("2\r")
-    term.expect(f"Resuming session {older[:8]}")
-    term.expect("you: the older topic")
-    term.prompt()
-    term.send("\x04")
-    assert term.wait() == 0
-    assert newer != older
-
-
-def test_help_and_tables_fit_the_terminal_in_display_cells(
-    launch: Callable[..., Terminal],
-    model: Model,
-    fake_api: FakeAnthropicServer,
-    workspace: Path,
-) -> None:
-    model.replies.append(text_reply("ok"))
-    title = "日本語のとても長いタイトルのメッセージです、よろしくお願いします"
-    assert pipe_run(fake_api, workspace, f"{title}\n").returncode == 0
-
-    listing = launch("sessions", "list")
-    resize(listing, 60)
-    listing.expect("ID")
-    assert listing.wait() == 0
-    lines = [line for line in listing.screen.replace("\0EOF", "").splitlines() if line]
-    assert any("日本語" in line for line in lines)
-    assert all(cells(line) <= 60 for line in lines), lines
-
-    term = launch()
-    term.prompt()
-    resize(term, 50)
-    term.send("/help\r")
-    text = term.expect(r"Commands:[\s\S]*compaction is off\)\.")
-    assert all(cells(line) <= 50 for line in text.splitlines()), text
-    assert re.search(r"\n\s+summary\)", text)  # wrapped under its column, not cut
+    term.send("go on\r")
+    term.expect("still answering")
+    line = term.expect(r"context \d+% · compacts at \d+%[^\n]*")
+    # One threshold, the one in force, and why: never "compacts at 60%" beside "paused until".
+    found = re.fullmatch(
+        r"context (\d+)% · compacts at (\d+)% \(raised from 60%: a compaction was just undone\)",
+        line,
+    )
+    assert found is not None, line
+    used, raised = int(found[1]), int(found[2])
+    waits = int(held.split()[-2].replace(",", ""))
+    assert used < raised == round(100 * waits / 16_000)
+    assert raised <= 85  # never into the reply reserve
     term.prompt()
     term.send("\x04")
     assert term.wait() == 0
