@@ -1,4 +1,4 @@
-"""What a session costs, through the command line (issue 17): a long coding session on the test
+"""What a session costs, through the command line: a long coding session on the test
 server that bills like the prompt cache, ``/cost``, the JSON result, ``sessions show``, the price
 table and its override, and ``--compaction-model``."""
 
@@ -49,7 +49,7 @@ def script_coding_session(cli: CLI, turns: int) -> list[str]:
 
 def bills_of(cli: CLI) -> tuple[list[Bill], list[Bill]]:
     bills = list(cli.fake_api.bills)
-    # A summary request: agentloop's own, or an on-demand compaction request (issue 27).
+    # A summary request: agentloop's own, or an on-demand compaction request.
     summaries = [b for b in bills if is_summary_request(b.body) or b.body.get("compaction")]
     return bills, summaries
 

@@ -1,4 +1,4 @@
-"""One rule for every token figure (issue 19): a figure the API counted is shown bare, any other
+"""One rule for every token figure: a figure the API counted is shown bare, any other
 (partly or wholly a local estimate, or of a compaction stored before sources were kept) with
 ``~`` — on the compaction notice, ``sessions tree``/``show``/``export``, ``/context``,
 ``/compact --dry-run``, the status line, the model's ``context_status`` and in JSON (a source

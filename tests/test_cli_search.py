@@ -1,4 +1,4 @@
-"""Searching what a conversation said, end to end (issue 23): the agent's ``search_history``
+"""Searching what a conversation said, end to end: the agent's ``search_history``
 against the fake Messages API after compactions that left a detail out, and
 ``agentloop sessions search`` for people."""
 

@@ -544,7 +544,7 @@ def test_per_model_thresholds_move_the_trigger_up_or_down() -> None:
 
 
 def test_trigger_moves_earlier_when_the_reply_would_not_fit() -> None:
-    # The reply reserve is the reply's limit, at most 15 % of the window (issue 19): it moves
+    # The reply reserve is the reply's limit, at most 15 % of the window: it moves
     # a raised threshold, never the default one, and a large limit does not eat a small window.
     late = CompactionSettings(threshold=0.95)
     c = compacter(window=10_000, max_output_tokens=1_000, settings=late)
@@ -919,7 +919,7 @@ def test_plan_previews_without_a_model_call_or_a_write() -> None:
     assert plan.summarized_messages + plan.verbatim_messages == len(history)
     assert plan.summarized_messages > 0 and plan.verbatim_messages > 0
     assert plan.summarized_tokens > plan.verbatim_tokens > 0
-    # The ledger (issue 28) first, then what the hooks rendered.
+    # The ledger first, then what the hooks rendered.
     assert plan.preserved_state.startswith("<ledger>\n")
     assert plan.preserved_state.endswith("</ledger>\n\n## Phase\nfixing the parser")
     assert 0 < plan.expected_tokens_after < plan.decision.usage.tokens

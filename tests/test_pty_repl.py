@@ -41,7 +41,7 @@ def test_ctrl_c_clears_the_line_and_twice_on_an_empty_line_quits(
     term.prompt()
     term.send("draft text")
     term.expect("draft text")
-    term.send("\x03")  # clears the line, and does not arm quitting (issue 30)
+    term.send("\x03")  # clears the line, and does not arm quitting
     term.send("\x03")  # the first press on the empty line: arms
     term.expect("Press Ctrl-C again to quit")  # still running: the text did not count
     term.send("hello\r")
