@@ -2,7 +2,7 @@
 prints a table.
 
     python benchmarks/bench_search.py [--url postgresql://postgres@127.0.0.1:5432/test]
-        [--messages 100000] [--runs 21] [--appends 301] [--sqlite-only]
+        [--messages 100000] [--runs 21] [--appends 301] [--sqlite-only | --postgres-only]
 
 Targets: a search over 100,000 stored messages <= 50 ms (median), on both backends; appending
 costs at most 20 % more with the index than without it.
@@ -317,10 +317,12 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=21)
     parser.add_argument("--appends", type=int, default=301)
     parser.add_argument("--sqlite-only", action="store_true")
+    parser.add_argument("--postgres-only", action="store_true")
     args = parser.parse_args()
     results = []
-    with tempfile.TemporaryDirectory(prefix="bench-search-") as directory:
-        results.append(run_backend("SQLite", str(Path(directory) / "search.db"), args))
+    if not args.postgres_only:
+        with tempfile.TemporaryDirectory(prefix="bench-search-") as directory:
+            results.append(run_backend("SQLite", str(Path(directory) / "search.db"), args))
     if not args.sqlite_only:
         import psycopg
         from psycopg import sql
