@@ -131,4 +131,4 @@ def test_postgres_store_gets_its_index_when_first_opened_for_writing(
 
     with open_store(postgres) as store:
         check_upgraded(store, root, child)
-    assert _applied(postgres) == ["m001_initial", "m002_search_index"]
+    assert _applied(postgres) == ["m001_initial", "m002_search_index", "m003_search_queue"]
