@@ -323,7 +323,8 @@ def behind(db: Db, *, inserted: bool = False) -> int:
 def catch_up(db: Db, *, rounds: int | None = None) -> int:
     """Index the messages that wait (in the caller's write transaction): all of them, or
     ``rounds`` times a share (SQLite: 500 messages; PostgreSQL: :data:`_TAKE` appends, none
-    another worker is taking). How many were taken."""
+    another worker is taking). How many were taken (a queue row whose messages are gone
+    counts as one)."""
     dialect = dialect_of(db)
     if dialect.queued:
         return _catch_up_queue(db, rounds)
@@ -361,7 +362,7 @@ def _catch_up_queue(db: Db, rounds: int | None) -> int:
         for statement, values in insert_statements(POSTGRES_SEARCH, params):
             # (a message deleted and written again under its key may be indexed already)
             db.run(statement + " ON CONFLICT DO NOTHING", values)
-        count += sum(1 for row in rows if row[1] is not None)
+        count += len(rows)
         rounds = None if rounds is None else rounds - 1
     return count
 
