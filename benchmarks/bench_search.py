@@ -282,8 +282,9 @@ def bench_append(
     rows: list[AppendRow] = []
     cases = (
         ("append 1 message (1 kB)", one, None, True),
+        ("  1 message, commits not waiting for the disk", one, None, False),
         ("append a turn (4 kB tool result + reply)", turn, call, True),
-        ("  the same, commits not waiting for the disk", turn, call, False),
+        ("  a turn, commits not waiting for the disk", turn, call, False),
     )
     for label, messages, before_call, durable in cases:
         for target in stores.values():
