@@ -123,16 +123,17 @@ def _m002_search_index(conn: psycopg.Connection[tuple[object, ...]]) -> None:
 
 _M003 = """
 CREATE TABLE search_waiting (
-    id bigint GENERATED ALWAYS AS IDENTITY,
+    id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     session_id text COLLATE "C" NOT NULL,
     first_seq integer NOT NULL,
     last_seq integer NOT NULL
 )
 """
 """Messages waiting for the search index (:func:`sessions._sql_search.catch_up`): a row per
-append. No index and no foreign key, so that queueing is one small insert; a batch takes rows
-``FOR UPDATE SKIP LOCKED``. Empty when created: every message of an older store was indexed
-with its append."""
+append. No foreign key and no index but the key (oldest first; a table that logical replication
+publishes needs one), so that queueing is one small insert; a batch takes rows ``FOR UPDATE
+SKIP LOCKED``. Empty when created: every message of an older store was indexed with its
+append."""
 
 
 def _placeholders(statement: str) -> sql.SQL:

@@ -252,11 +252,12 @@ def index_messages(db: Db, root_id: str, rows: Sequence[IndexRow], *, stored: bo
 # when the newest messages are deleted, so that a reused id is never taken for indexed.
 #
 # PostgreSQL: writers commit in any order, so an append queues its messages instead: a row
-# (session, first seq, last seq) of ``search_waiting`` (no index, no foreign key: one small
-# insert). A batch takes queue rows ``FOR UPDATE SKIP LOCKED`` and deletes them with writing
-# their index rows: workers sharing a database never index a message twice, nor wait for each
-# other. The batch commits without waiting for the disk: a crash that loses it loses its
-# deletes too, so the messages wait again. A queue row whose messages were deleted is dropped.
+# (session, first seq, last seq) of ``search_waiting`` (no foreign key, no index but its key:
+# one small insert). A batch takes the oldest queue rows ``FOR UPDATE SKIP LOCKED`` and deletes
+# them with writing their index rows: workers sharing a database never index a message twice,
+# nor wait for each other. The batch commits without waiting for the disk: a crash that loses
+# it loses its deletes too, so the messages wait again. A queue row whose messages were deleted
+# is dropped.
 
 SEARCH_BATCH = 64
 """Messages that wait for the index before an append indexes them (SQLite)."""
@@ -281,11 +282,11 @@ _QUEUED_MESSAGES = (
     "JOIN sessions s ON s.id = m.session_id"
 )
 _TAKE_QUEUED = (
-    "WITH taken AS (DELETE FROM search_waiting WHERE ctid = ANY(ARRAY(SELECT ctid FROM "
-    f"search_waiting LIMIT {_TAKE} FOR UPDATE SKIP LOCKED)) RETURNING session_id, first_seq, "
-    "last_seq) SELECT t.session_id, m.seq, s.root_id, m.content FROM taken t LEFT JOIN messages m "
-    "ON m.session_id = t.session_id AND m.seq BETWEEN t.first_seq AND t.last_seq "
-    "LEFT JOIN sessions s ON s.id = m.session_id"
+    "WITH taken AS (DELETE FROM search_waiting WHERE id = ANY(ARRAY(SELECT id FROM "
+    f"search_waiting ORDER BY id LIMIT {_TAKE} FOR UPDATE SKIP LOCKED)) RETURNING session_id, "
+    "first_seq, last_seq) SELECT t.session_id, m.seq, s.root_id, m.content FROM taken t "
+    "LEFT JOIN messages m ON m.session_id = t.session_id "
+    "AND m.seq BETWEEN t.first_seq AND t.last_seq LEFT JOIN sessions s ON s.id = m.session_id"
 )
 """A PostgreSQL batch's share of the queue, deleted, with its messages (a row with no message
 for a queue row whose messages are gone)."""
