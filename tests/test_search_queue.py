@@ -6,6 +6,7 @@ before or during a batch loses nothing; a queued message deleted before its batc
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 import textwrap
@@ -124,6 +125,24 @@ def test_every_batch_of_appends_is_indexed_by_a_thread_on_its_own_connection(url
         assert len(store.search_messages("peony", limit=100)) == POSTGRES_BATCH
 
 
+def test_an_awaited_append_that_completes_a_batch_has_it_indexed_on_a_thread(url: str) -> None:
+    """Inside ``arun`` the calls' statements go over the async connection; the batch still runs
+    on its thread, over its own connection."""
+
+    async def main() -> tuple[int, int, int]:
+        with open_store(url) as store:
+            assert isinstance(store, PostgresSessionStore)
+            session = await store.arun(store.create_session, model="m", workspace="/w")
+            for n in range(POSTGRES_BATCH):
+                await store.arun(store.append_messages, session.id, [user(f"{n}: PEONY")])
+            assert store._indexer is not None
+            store._indexer.join()
+            found = await store.arun(store.search_messages, "peony", limit=100)
+            return _queued(store), _indexed(store), len(found)
+
+    assert asyncio.run(main()) == (0, POSTGRES_BATCH, POSTGRES_BATCH)
+
+
 def test_workers_sharing_a_database_never_take_the_same_messages(
     url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -212,6 +231,7 @@ def test_queued_messages_deleted_or_imported_again_do_not_stop_a_batch(
         store.delete_session(back.id)
         store.import_lineages([exported])  # indexed at once, its old queue row still there
         assert (_queued(store), _indexed(store)) == (3, 1)
+        assert isinstance(store, SqlSessionStore)
         with store._transaction(write=True) as tx:
             assert catch_up(tx.db) == 3  # the deleted message's queue row, dropped
         assert (_queued(store), _indexed(store)) == (0, 2)
