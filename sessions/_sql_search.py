@@ -368,10 +368,15 @@ def _catch_up_queue(db: Db, rounds: int | None) -> int:
     return count
 
 
-def _waiting_rows(db: Db) -> Iterator[tuple[Any, ...]]:
-    """(session_id, seq, root_id, content) of every message that waits for the index."""
+def _waiting_rows(db: Db, roots: Sequence[str] | None) -> Iterator[tuple[Any, ...]]:
+    """(session_id, seq, root_id, content) of the messages that wait for the index (in the
+    lineages of ``roots``, and maybe others: PostgreSQL's queue, shared by many conversations,
+    is read for those alone)."""
     if dialect_of(db).queued:
-        yield from db.all(_QUEUED_MESSAGES)
+        if roots is None:
+            yield from db.all(_QUEUED_MESSAGES)
+        else:
+            yield from db.all(f"{_QUEUED_MESSAGES} WHERE s.root_id = ANY(?)", [list(roots)])
         return
     row = db.one("SELECT upto FROM search_state")
     upto = int(row[0]) if row is not None else 0
@@ -388,7 +393,7 @@ def _waiting_matches(
     store what another worker is indexing), ranked after those the index found."""
     wanted = None if roots is None else set(roots)
     found: list[Match] = []
-    for session_id, seq, root_id, content in _waiting_rows(db):
+    for session_id, seq, root_id, content in _waiting_rows(db, roots):
         if wanted is not None and str(root_id) not in wanted:
             continue
         words = set(index_words(loads_content(content)))
