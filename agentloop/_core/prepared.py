@@ -197,6 +197,11 @@ MAX_PREPARED = 2
 """Summary requests prepared ahead between two compactions: the first and one refresh."""
 
 
+ROOM_FOR_A_SUMMARY = 1024
+"""The least ``max_tokens`` a summary prepared ahead is asked with when the full one does not fit
+beside the history (a paste close to the trigger): less would cut most summaries short."""
+
+
 def next_job(
     session_id: str,
     msgs: Sequence[Message],
@@ -246,7 +251,7 @@ def next_job(
     if on_demand:  # the API summarizes the history as it stands (see api_compaction.py)
         full = max(1024, min(settings.summary_max_tokens, window // 4))
         max_tokens = min(full, window - tokens)  # a paste near the trigger: the room left
-        if max_tokens < full // 4:  # what a compaction at the trigger settles for too
+        if max_tokens < min(full, ROOM_FOR_A_SUMMARY):
             return None
         request = compaction_request(
             msgs,
@@ -263,7 +268,7 @@ def next_job(
         settings.standing_instructions, updates_previous=True, so_far=so_far
     )
     max_tokens = min(full, window - tokens - count_text(instruction))
-    if max_tokens < max(256, full // 4):
+    if max_tokens < min(full, ROOM_FOR_A_SUMMARY):
         return None  # it would not fit: the compaction at the trigger summarizes
     request = continuing_summary_request(
         msgs,
