@@ -155,3 +155,21 @@ def test_the_wording_of_each_stage() -> None:
     notices = DeprecationNotices(answers.get)
     assert notices.line("m") is not None
     assert notices.line("m") is None  # once
+
+
+def test_resuming_a_session_whose_model_has_retired_continues_on_the_default(cli: CLI) -> None:
+    cli.fake_api.models[OLD] = ModelSpec(OLD, 200_000, 64_000)
+    cli.script.add(text_reply("on the old one"), text_reply("on the default"))
+    assert cli.run("-m", OLD, "-p", "hello").code == 0
+    cli.fake_api.models[OLD] = ModelSpec(
+        OLD, 200_000, 64_000, lifecycle="retired", retires_at="2026-11-01T00:00:00Z"
+    )
+    (default_store_path().parent / "models.json").unlink()  # the week's cache is over
+
+    run = cli.run("-c", "-p", "still there?")
+    assert run.code == 0, run.err
+    assert (
+        f"agentloop: warning: the Models API marks {OLD} retired (2026-11-01): requests to it "
+        "fail: the session ran on it; continuing on claude-sonnet-5-5"
+    ) in " ".join(run.err.split())
+    assert cli.script.conversation[-1]["model"] == "claude-sonnet-5-5"
