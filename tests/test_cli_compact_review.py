@@ -301,20 +301,22 @@ def _reviewed_ledgers(err: str) -> list[list[str]]:
 
 
 @pytest.mark.parametrize(
-    ("model", "window", "turns"),
+    ("model", "window", "turns", "prepare"),
     [
-        ("claude-sonnet-5-5", 16_000, 11),  # after a compaction, a summary in flight
-        ("claude-sonnet-5-5", 32_000, 16),  # the API's summary prepared in the background
-        ("claude-haiku-4-5", 16_000, 8),  # agentloop's summary prepared in the background
+        ("claude-sonnet-5-5", 16_000, 11, "on"),  # after a compaction, a summary in flight
+        ("claude-sonnet-5-5", 32_000, 16, "on"),  # the API's summary prepared in the background
+        ("claude-sonnet-5-5", 32_000, 16, "off"),  # none prepared: each review asks the API
+        ("claude-haiku-4-5", 16_000, 8, "on"),  # agentloop's summary prepared in the background
     ],
 )
 def test_asking_again_with_other_instructions_shows_the_same_ledger(
-    cli: CLI, model: str, window: int, turns: int
+    cli: CLI, model: str, window: int, turns: int, prepare: str
 ) -> None:
     """Many files read (a ledger cut by its budget at this window); a review, then ``r`` with
     instructions: the ledger is a function of the conversation, not of the instructions, so
     the second review shows the first one's, line for line, and the child carries it. (The
     first draft's token counts once re-sized the second's: an entry came and went.)"""
+    cli.monkeypatch.setenv("AGENTLOOP_PREPARE_SUMMARIES", prepare)
     src = cli.workspace / "src"
     src.mkdir()
     name = "src/module_with_a_rather_long_name_number_{:02d}.py"
