@@ -145,7 +145,11 @@ def test_the_wording_of_each_stage() -> None:
     )
     unset = ModelLifecycle("deprecated", "2026-10-01")
     assert deprecation("m", unset, today=today) == (
-        "m is deprecated (the Models API since 2026-10-01; no retirement date is set yet) "
+        "m is deprecated since 2026-10-01 (the Models API; no retirement date is set yet) "
+        "(a current model: -m, or /model in a session)"
+    )
+    assert deprecation("m", ModelLifecycle("retired", "2026-01-01", "2026-06-30")) == (
+        "m is retired since 2026-06-30 (the Models API): requests to it fail "
         "(a current model: -m, or /model in a session)"
     )
     assert deprecation("m", ModelLifecycle("active"), today=today) is None

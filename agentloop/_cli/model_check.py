@@ -78,10 +78,10 @@ def _life(lifecycle: ModelLifecycle, today: date) -> str:
     since = f" since {lifecycle.deprecated_at}" if lifecycle.deprecated_at else ""
     retires = lifecycle.retires_at
     if lifecycle.stage == "retired":
-        when = f", on {retires}" if retires else since
-        return f"is retired (the Models API{when}): requests to it fail"
+        when = f" since {retires}" if retires else ""
+        return f"is retired{when} (the Models API): requests to it fail"
     if retires is None:
-        return f"is deprecated (the Models API{since}; no retirement date is set yet)"
+        return f"is deprecated{since} (the Models API; no retirement date is set yet)"
     if retires < today.isoformat():
         return f"is deprecated (the Models API): its retirement, set for {retires}, is overdue"
     return f"is deprecated (the Models API): it retires on {retires}"
