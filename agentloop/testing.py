@@ -16,9 +16,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentloop._core.blocks import is_text, is_tool_use
-from agentloop._core.messages import ContentBlock, Message, Usage
-from agentloop._core.model import IterationUsage, ModelRequest, ModelResponse, TextCallback
+from agentloop._core.values.blocks import is_text, is_tool_use
+from agentloop._core.values.messages import ContentBlock, Message, Usage
+from agentloop._core.values.model import IterationUsage, ModelRequest, ModelResponse, TextCallback
 from agentloop._errors import ModelError
 
 __all__ = [
@@ -174,7 +174,7 @@ def summary_input(request: ModelRequest) -> str:
     instruction; a transcript request, its prompt (which holds the rendered transcript)."""
     if not request.metadata.get("continues"):
         return request.messages[-1].text if request.messages else ""
-    from agentloop._core.summary import SUMMARY_REQUEST_OPENING, render_message
+    from agentloop._core.compaction.summary import SUMMARY_REQUEST_OPENING, render_message
 
     messages = list(request.messages)
     last = messages[-1]

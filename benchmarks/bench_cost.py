@@ -35,8 +35,8 @@ from transcripts import Transcript, buried_errors_session, coding_session, steer
 from trigger_trace import PATHS, Replayed, replay_traced
 
 from agentloop import Usage
-from agentloop._core.cache import CacheMode
-from agentloop._core.pricing import bill
+from agentloop._core.measuring.cache import CacheMode
+from agentloop._core.measuring.pricing import bill
 
 MODES: tuple[CacheMode, ...] = ("off", "system", "conversation")
 LABELS = {"off": "no cache", "system": "system only", "conversation": "conversation"}

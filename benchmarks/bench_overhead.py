@@ -55,7 +55,7 @@ from agentloop import (
     TokenEstimator,
 )
 from agentloop._adapters.records import to_record
-from agentloop._core.settings import StrategyName
+from agentloop._core.values.settings import StrategyName
 from agentloop.testing import FunctionModel
 
 TARGET_MS = 10.0

@@ -30,9 +30,9 @@ from fake_api import FakeAnthropicServer  # noqa: E402
 from transcripts import Transcript  # noqa: E402
 
 from agentloop import Message, TokenEstimator, Usage, as_messages, to_params  # noqa: E402
-from agentloop._core.messages import ContentBlock  # noqa: E402
-from agentloop._core.model import ModelRequest, ModelResponse, TextCallback  # noqa: E402
-from agentloop._core.settings import StrategyName  # noqa: E402
+from agentloop._core.values.messages import ContentBlock  # noqa: E402
+from agentloop._core.values.model import ModelRequest, ModelResponse, TextCallback  # noqa: E402
+from agentloop._core.values.settings import StrategyName  # noqa: E402
 
 MODEL = "claude-sonnet-4-5"
 STRATEGIES: tuple[StrategyName, ...] = ("auto", "summarize", "sliding_window", "prune")

@@ -7,7 +7,7 @@ Every transcript of the corpus (``tests/transcripts``: the generated ones and th
 through agentloop's own tools) is compacted 5 times in succession, as a long session is: the
 history up to a cut, compacted; the compacted context plus the next part of the transcript,
 compacted again; and so on. The summaries are the offline digest (deterministic, no model).
-For every compaction the facts of the span it replaced (``agentloop._core.receipt``: paths
+For every compaction the facts of the span it replaced (``agentloop._core.facts.receipt``: paths
 touched, commands and how they ended, error lines, numbers the user gave, user requests, todo
 states) are looked for:
 
@@ -58,8 +58,8 @@ from agentloop import (  # noqa: E402
 )
 from agentloop._adapters.records import to_record  # noqa: E402
 from agentloop._agent.search_history import SearchHistoryTool  # noqa: E402
-from agentloop._core.ledger import Ledger, find_ledger  # noqa: E402
-from agentloop._core.receipt import (  # noqa: E402
+from agentloop._core.facts.ledger import Ledger, find_ledger  # noqa: E402
+from agentloop._core.facts.receipt import (  # noqa: E402
     KINDS,
     LABELS,
     Fact,

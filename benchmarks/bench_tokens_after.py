@@ -54,7 +54,7 @@ from agentloop import (
     Message,
     TokenEstimator,
 )
-from agentloop._core.settings import StrategyName
+from agentloop._core.values.settings import StrategyName
 from agentloop._loop.drive import drive
 
 STRATEGIES = bench_support.STRATEGIES

@@ -13,7 +13,7 @@ from support.agents import coding_agent
 
 from agentloop import AgentLoop, CompactionSettings, ConversationCompacter, LoopEvents, ToolResult
 from agentloop._agent.agent import CodingAgent
-from agentloop._core.results import CompactionTransition
+from agentloop._core.compaction.results import CompactionTransition
 from agentloop.testing import ScriptedModel, text_reply, tool_call, tool_reply
 from sessions import SqliteSessionStore, open_store
 

@@ -19,8 +19,8 @@ from support.loop_scripts import (
     request_text,
 )
 
-from agentloop._core.context import trigger_tokens
-from agentloop._core.validation import DEFAULT_THRESHOLD
+from agentloop._core.measuring.context import trigger_tokens
+from agentloop._core.values.validation import DEFAULT_THRESHOLD
 
 RULE = "RULE-5521: name every test after the behaviour it checks."
 USER_RULE = "USER-RULE-17: keep answers short."

@@ -21,7 +21,7 @@ from fake_api import (
 from agentloop import Message, ModelRequest
 from agentloop._adapters.anthropic import AnthropicModel, build_request_kwargs
 from agentloop._adapters.anthropic_capabilities import builtin_capabilities
-from agentloop._core.model import OnDemandCompaction, Thinking
+from agentloop._core.values.model import OnDemandCompaction, Thinking
 from agentloop._errors import CompactionFailed, ModelError, ThinkingBindingError
 
 SONNET = "claude-sonnet-5-5"

@@ -27,8 +27,8 @@ from agentloop import (
     validate_messages,
 )
 from agentloop._adapters.records import from_record
-from agentloop._core.api_compaction import API_SUMMARY
-from agentloop._core.settings import StrategyName
+from agentloop._core.compaction.api_compaction import API_SUMMARY
+from agentloop._core.values.settings import StrategyName
 from sessions import SqliteSessionStore, open_store
 
 SONNET_55 = "claude-sonnet-5-5"
@@ -261,7 +261,7 @@ def test_a_background_swap_keeps_the_turns_appended_meanwhile(
 def test_a_14_turn_cli_session_with_tools_at_16k_compacts_on_the_default_model(
     cli: CLI, workspace: Path, strategy: str
 ) -> None:
-    from agentloop._core.validation import DEFAULT_MODEL
+    from agentloop._core.values.validation import DEFAULT_MODEL
 
     assert DEFAULT_MODEL == SONNET_55
     lines = []

@@ -15,14 +15,14 @@ from fake_api import text_reply
 from support.cli import CLI, WINDOW, conversation_lines
 from support.loop_scripts import PREFIX_START, filler, first_text
 
-from agentloop._core.context import (
+from agentloop._core.measuring.context import (
     MIN_REPLY_TOKENS,
     decide,
     reply_reserve,
     trigger_tokens,
 )
-from agentloop._core.context import ContextUsage as Usage
-from agentloop._core.validation import DEFAULT_THRESHOLD
+from agentloop._core.measuring.context import ContextUsage as Usage
+from agentloop._core.values.validation import DEFAULT_THRESHOLD
 
 
 def _store_dump(cli: CLI) -> list[tuple[str, int, str | None]]:

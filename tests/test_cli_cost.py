@@ -16,8 +16,8 @@ from support.loop_scripts import filler, is_summary_request
 from transcripts.code import source_for
 
 from agentloop import Usage
-from agentloop._core.pricing import Price, bill, parse_prices, price_of
-from agentloop._core.summary import SUMMARIZER_SYSTEM
+from agentloop._core.compaction.summary import SUMMARIZER_SYSTEM
+from agentloop._core.measuring.pricing import Price, bill, parse_prices, price_of
 from agentloop._errors import ConfigurationError
 
 WINDOW = "60000"

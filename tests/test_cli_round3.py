@@ -16,8 +16,9 @@ from support.histories import CharCounter
 from support.loop_scripts import SUMMARY, filler
 
 from agentloop._cli.ui import indicator
+from agentloop._core.compaction.results import CompactionOutcome
 from agentloop._core.compaction_core import CompactionSettings
-from agentloop._core.context import (
+from agentloop._core.measuring.context import (
     BREAKER_WHY,
     MIN_REPLY_TOKENS,
     ContextUsage,
@@ -26,8 +27,7 @@ from agentloop._core.context import (
     reply_reserve,
     trigger_tokens,
 )
-from agentloop._core.messages import Message
-from agentloop._core.results import CompactionOutcome
+from agentloop._core.values.messages import Message
 from agentloop._loop.conversation_compacter import ConversationCompacter
 from agentloop._loop.drive import drive
 

@@ -17,12 +17,12 @@ import pytest
 from support.histories import CharCounter, compact
 
 from agentloop._adapters.tokens import Calibration
+from agentloop._core.compaction.results import CompactionTransition
 from agentloop._core.compaction_core import CompactionSettings
-from agentloop._core.messages import Message, Usage, to_params, validate_messages
-from agentloop._core.model import ModelRequest
-from agentloop._core.prefix import as_messages
-from agentloop._core.preserved_state import PreservedStateHook
-from agentloop._core.results import CompactionTransition
+from agentloop._core.cutting.prefix import as_messages
+from agentloop._core.facts.preserved_state import PreservedStateHook
+from agentloop._core.values.messages import Message, Usage, to_params, validate_messages
+from agentloop._core.values.model import ModelRequest
 from agentloop._errors import ConfigurationError, MessageValidationError, ModelError
 from agentloop._loop.conversation_compacter import ConversationCompacter
 from agentloop.testing import FunctionModel, Reply, summary_input, tool_call

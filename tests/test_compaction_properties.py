@@ -21,10 +21,9 @@ from support.histories import (
     original_count,
 )
 
-from agentloop._core.blocks import tool_result_text
+from agentloop._core.compaction.round_fit import result_text, shortened_result
 from agentloop._core.compaction_core import STRATEGIES, CompactionSettings
-from agentloop._core.context import breaker_hold
-from agentloop._core.cut_and_prune import (
+from agentloop._core.cutting.cut_and_prune import (
     PRUNED_MARKER,
     PRUNED_VALUE,
     assemble,
@@ -32,15 +31,16 @@ from agentloop._core.cut_and_prune import (
     prune_tool_outputs,
     window_note,
 )
-from agentloop._core.messages import (
+from agentloop._core.facts.preserved_state import PreservedStateHook
+from agentloop._core.measuring.context import breaker_hold
+from agentloop._core.values.blocks import tool_result_text
+from agentloop._core.values.messages import (
     ContentBlock,
     Message,
     latest_request_index,
     latest_user_request,
     validate_messages,
 )
-from agentloop._core.preserved_state import PreservedStateHook
-from agentloop._core.round_fit import result_text, shortened_result
 from agentloop._loop.conversation_compacter import ConversationCompacter
 
 WINDOW = 3_000

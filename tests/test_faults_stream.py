@@ -43,7 +43,7 @@ from support.loop_scripts import Script, filler, is_summary_request
 from support.processes import check_store
 
 from agentloop._adapters.anthropic import AnthropicModel
-from agentloop._core.validation import DEFAULT_MODEL
+from agentloop._core.values.validation import DEFAULT_MODEL
 from agentloop._errors import IncompleteReplyError, ModelError
 
 """What a faulty reply shows before it breaks: its first streamed chunk (8 characters)."""

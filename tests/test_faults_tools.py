@@ -25,7 +25,7 @@ from support.processes import HANG_GUARD, AgentProcess, CliPlace
 
 from agentloop._agent.search_tools import GrepTool
 from agentloop._agent.workspace import Workspace
-from agentloop._core.tool import ToolResult
+from agentloop._core.values.tool import ToolResult
 
 WINDOW = "8000"
 CATASTROPHIC = "(a+)+$"

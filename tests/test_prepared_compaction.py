@@ -29,7 +29,7 @@ from agentloop import (
     ConfigurationError,
     ConversationCompacter,
 )
-from agentloop._core.results import CompactionTransition
+from agentloop._core.compaction.results import CompactionTransition
 from agentloop._loop.background import THREAD_NAME
 from sessions import SqliteSessionStore
 

@@ -15,8 +15,8 @@ from support.loop_scripts import is_summary_request
 from support.replay import first_message, replay, user_turns
 from transcripts import coding_session, steering_session
 
-from agentloop._core.cache import MAX_BREAKPOINTS, breakpoint_count
-from agentloop._core.summary import SUMMARIZER_SYSTEM
+from agentloop._core.compaction.summary import SUMMARIZER_SYSTEM
+from agentloop._core.measuring.cache import MAX_BREAKPOINTS, breakpoint_count
 
 WINDOW = 60_000
 

@@ -27,7 +27,7 @@ from agentloop import (
     ConversationCompacter,
     FunctionTool,
 )
-from agentloop._core.tool import tool_definition
+from agentloop._core.values.tool import tool_definition
 from sessions import open_store
 
 SONNET_55 = "claude-sonnet-5-5"

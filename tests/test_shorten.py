@@ -9,8 +9,8 @@ from hypothesis import strategies as st
 from transcripts import CORPUS
 
 from agentloop import as_messages
-from agentloop._core.cut_and_prune import prune_tool_outputs
-from agentloop._core.shorten import rank_lines, shorten
+from agentloop._core.cutting.cut_and_prune import prune_tool_outputs
+from agentloop._core.values.shorten import rank_lines, shorten
 
 ERROR, LOCATION, TROUBLE = 0, 1, 2
 

@@ -23,9 +23,9 @@ from agentloop import (
 )
 from agentloop._adapters.records import to_record
 from agentloop._agent.search_history import SearchHistoryTool
-from agentloop._core import preserved_state
-from agentloop._core.ledger import Ledger, derive
-from agentloop._core.receipt import Fact, receipt, span_facts
+from agentloop._core.facts import preserved_state
+from agentloop._core.facts.ledger import Ledger, derive
+from agentloop._core.facts.receipt import Fact, receipt, span_facts
 from sessions import open_store
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))

@@ -16,7 +16,7 @@ import pytest
 from transcripts.other_agents import OTHER_AGENTS, AgentSession, Happened, other_agent_session
 
 from agentloop import Message, as_messages
-from agentloop._core import preserved_state
+from agentloop._core.facts import preserved_state
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 import survival_agents

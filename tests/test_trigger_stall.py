@@ -22,16 +22,16 @@ from agentloop import (
     ModelResponse,
     Usage,
 )
-from agentloop._core.context import CompactionDecision
-from agentloop._core.effects import (
+from agentloop._core.compaction.effects import (
     CallModel,
     CancelBackground,
     CollectBackground,
     Effect,
     StartBackground,
 )
-from agentloop._core.model import ModelRequest, TextCallback
-from agentloop._core.results import CompactionTransition
+from agentloop._core.compaction.results import CompactionTransition
+from agentloop._core.measuring.context import CompactionDecision
+from agentloop._core.values.model import ModelRequest, TextCallback
 from agentloop._loop.drive import Runtime
 
 MODEL = "claude-sonnet-4-6"

@@ -39,16 +39,16 @@ from agentloop._adapters.anthropic_params import (
     thinking_params,
     without_refused_companions,
 )
-from agentloop._core.blocks import is_compaction
-from agentloop._core.cache import CacheMode, with_cache_breakpoints
-from agentloop._core.messages import (
+from agentloop._core.measuring.cache import CacheMode, with_cache_breakpoints
+from agentloop._core.values.blocks import is_compaction
+from agentloop._core.values.messages import (
     ContentBlock,
     Message,
     Usage,
     sdk_block,
     to_params,
 )
-from agentloop._core.model import (
+from agentloop._core.values.model import (
     IterationUsage,
     ModelRequest,
     ModelResponse,
@@ -96,7 +96,7 @@ def build_request_kwargs(
 ) -> dict[str, Any]:
     """The keyword arguments for ``messages.create`` / ``messages.stream``.
 
-    Prompt-cache breakpoints follow the conversation (``_core/cache.py``): the tools and system
+    Prompt-cache breakpoints follow the conversation (``measuring/cache.py``): the tools and system
     prefix, the newest message, and the previous request's end where a long tool round would
     put it out of the cache's reach. ``metadata`` is for test doubles and is never sent.
     Thinking and effort follow the model's ``capabilities`` (default: the built-in table, see
@@ -252,7 +252,7 @@ class AnthropicModel:
     :class:`IncompleteReplyError`: the loop withdraws what was shown and asks once more.
 
     ``prompt_cache`` says where requests carry cache breakpoints: ``conversation`` (the
-    default: tools, system and the conversation, see ``_core/cache.py``), ``system`` (tools and
+    default: tools, system and the conversation, see ``measuring/cache.py``), ``system`` (tools and
     system only) or ``off``.
     """
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from agentloop._core.effects import AppendMessages, CreateSession, SaveTransition
-from agentloop._core.figures import TOKEN_SOURCES
-from agentloop._core.messages import Message, MessageParam, SummaryInfo, Usage
-from agentloop._core.results import SUMMARY_USAGE, child_metadata
+from agentloop._core.compaction.effects import AppendMessages, CreateSession, SaveTransition
+from agentloop._core.compaction.results import SUMMARY_USAGE, child_metadata
+from agentloop._core.measuring.figures import TOKEN_SOURCES
+from agentloop._core.values.messages import Message, MessageParam, SummaryInfo, Usage
 from agentloop._sessions import Lease, NewMessage, SessionStore, StoredMessage
 
 COUNTED = "counted"

@@ -22,7 +22,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal, TypeAlias
 
-from agentloop._core.validation import DEFAULT_MAX_TOKENS, positive_int, validate_window
+from agentloop._core.values.validation import DEFAULT_MAX_TOKENS, positive_int, validate_window
 from agentloop._errors import ConfigurationError
 
 LimitsSource: TypeAlias = Literal[

@@ -31,15 +31,19 @@ from agentloop._agent.session_prefix import (
     update_text,
 )
 from agentloop._agent.workspace import Workspace
-from agentloop._core.blocks import is_text, text_block
+from agentloop._core.compaction.results import (
+    CompactionOutcome,
+    CompactionPlan,
+    CompactionTransition,
+)
 from agentloop._core.compaction_core import CompactionSettings
-from agentloop._core.context import CompactionDecision
-from agentloop._core.messages import ContentBlock, Message
-from agentloop._core.model import AsyncModel, Model
-from agentloop._core.results import CompactionOutcome, CompactionPlan, CompactionTransition
-from agentloop._core.tool import ToolResult
-from agentloop._core.tool_facts import ToolCall
-from agentloop._core.validation import DEFAULT_MAX_TOKENS
+from agentloop._core.measuring.context import CompactionDecision
+from agentloop._core.values.blocks import is_text, text_block
+from agentloop._core.values.messages import ContentBlock, Message
+from agentloop._core.values.model import AsyncModel, Model
+from agentloop._core.values.tool import ToolResult
+from agentloop._core.values.tool_facts import ToolCall
+from agentloop._core.values.validation import DEFAULT_MAX_TOKENS
 from agentloop._errors import StoreWriteError
 from agentloop._loop.agent_loop import AgentLoop, LoopEvents, TurnResult
 from agentloop._loop.conversation_compacter import ConversationCompacter
@@ -50,8 +54,8 @@ from agentloop._sessions import Lease, SessionError, SessionStore, workspace_key
 if TYPE_CHECKING:
     from agentloop._adapters.session_costs import CostReport
     from agentloop._agent.mcp_tools import McpServers
-    from agentloop._core.pricing import Price
-    from agentloop._core.receipt import Receipt
+    from agentloop._core.facts.receipt import Receipt
+    from agentloop._core.measuring.pricing import Price
     from agentloop._loop.compaction_draft import CompactionDraft
 
 SYSTEM_PROMPT = """\
@@ -201,7 +205,7 @@ class CodingAgent:
             exclude=self._instruction_paths,
         )
         # The todo list and the tool calls reach the compacted context through the ledger
-        # (``_core/ledger.py``, derived from the history); the files' contents through the hook.
+        # (``facts/ledger.py``, derived from the history); the files' contents through the hook.
         hooks = [self.restorer.hook()]
         reply_tokens = min(max_tokens, max_output_tokens)
         self.compacter = ConversationCompacter(

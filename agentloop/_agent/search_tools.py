@@ -25,7 +25,7 @@ from agentloop._agent.ignore_files import DirectoryRules, rules_for
 from agentloop._agent.limited import SEARCH_MAX_TIMEOUT, SEARCH_TIMEOUT, run_limited, time_limit
 from agentloop._agent.secrets import redact
 from agentloop._agent.workspace import Workspace, WorkspaceError
-from agentloop._core.tool import ToolResult
+from agentloop._core.values.tool import ToolResult
 
 __all__ = ["GrepTool", "ListFilesTool"]
 

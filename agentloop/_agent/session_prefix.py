@@ -16,9 +16,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from agentloop._core.api_compaction import accepts_system_messages
-from agentloop._core.blocks import is_text
-from agentloop._core.messages import Message
+from agentloop._core.compaction.api_compaction import accepts_system_messages
+from agentloop._core.values.blocks import is_text
+from agentloop._core.values.messages import Message
 
 __all__ = [
     "PREFIX_KEY",

@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from agentloop._core.validation import DEFAULT_MODEL, DEFAULT_THRESHOLD
+from agentloop._core.values.validation import DEFAULT_MODEL, DEFAULT_THRESHOLD
 from agentloop._errors import AgentloopError, ConfigurationError
 
 if TYPE_CHECKING:
@@ -30,8 +30,8 @@ if TYPE_CHECKING:
     from agentloop._cli.store_access import SessionLeaseKeeper
     from agentloop._cli.terminal import TerminalInput
     from agentloop._cli.ui import TerminalUI
-    from agentloop._core.model import AsyncModel, Model
-    from agentloop._core.settings import StrategyName
+    from agentloop._core.values.model import AsyncModel, Model
+    from agentloop._core.values.settings import StrategyName
     from agentloop._sessions import SessionStore
 
 
@@ -380,7 +380,7 @@ def _build_agent(
     from agentloop._agent.agent import CodingAgent
     from agentloop._agent.shell import always_allow, never_allow
     from agentloop._core.compaction_core import CompactionSettings
-    from agentloop._core.context import reply_reserve
+    from agentloop._core.measuring.context import reply_reserve
 
     if options.yes:
         approve: Callable[[str], bool] = always_allow

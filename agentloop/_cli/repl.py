@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from agentloop._cli.mcp_setup import mcp_command
-from agentloop._core.figures import token_figure
+from agentloop._core.measuring.figures import token_figure
 from agentloop._errors import AgentloopError
 
 if TYPE_CHECKING:
@@ -310,7 +310,7 @@ def _undo_compaction(agent: CodingAgent, rest: str) -> None:
 
 
 def _messages(count: int) -> str:
-    from agentloop._core.figures import plural
+    from agentloop._core.measuring.figures import plural
 
     return plural(count, "message")
 

@@ -8,11 +8,11 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, TextIO
 
 from agentloop._cli import markup, render
-from agentloop._core.figures import plural
+from agentloop._core.measuring.figures import plural
 
 if TYPE_CHECKING:
     from agentloop._adapters.session_costs import CostReport
-    from agentloop._core.receipt import Receipt
+    from agentloop._core.facts.receipt import Receipt
     from agentloop._sessions import CompactionEntry, Session, SessionStore
 
 

@@ -7,17 +7,17 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from agentloop._cli.render import home_short, styled, terminal_width
 from agentloop._cli.spinner import Spinner
-from agentloop._core.figures import percent_figure, plural, token_figure
+from agentloop._core.measuring.figures import percent_figure, plural, token_figure
 from agentloop._loop.agent_loop import LoopEvents
 
 if TYPE_CHECKING:
     from agentloop._agent.agent import CodingAgent
     from agentloop._cli.reply_markdown import MarkdownStream
-    from agentloop._core.context import CompactionDecision
-    from agentloop._core.messages import Usage
-    from agentloop._core.model import ModelResponse
-    from agentloop._core.results import CompactionPlan, CompactionTransition
-    from agentloop._core.tool import ToolResult
+    from agentloop._core.compaction.results import CompactionPlan, CompactionTransition
+    from agentloop._core.measuring.context import CompactionDecision
+    from agentloop._core.values.messages import Usage
+    from agentloop._core.values.model import ModelResponse
+    from agentloop._core.values.tool import ToolResult
     from agentloop._loop.status import CompactionStatus
 
 THINKING = "Thinking…"

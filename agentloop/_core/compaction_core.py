@@ -23,13 +23,46 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any, cast
 
-from agentloop._core.api_compaction import (
+from agentloop._core.compaction.api_compaction import (
     PREPARED_API_NOTE,
     api_summary_steps,
     keeps_from,
     swapped_steps,
 )
-from agentloop._core.context import (
+from agentloop._core.compaction.effects import (
+    NewSessionId,
+    ReadClock,
+    RunHooks,
+    Steps,
+    perform,
+)
+from agentloop._core.compaction.prepared import (
+    Preparation,
+    PreparedSummary,
+    SettingsKey,
+    prepared_cut,
+)
+from agentloop._core.compaction.prepared_rest import rest_summary_steps
+from agentloop._core.compaction.results import (
+    CompactionOutcome,
+    CompactionSummary,
+    CompactionTransition,
+)
+from agentloop._core.compaction.round_fit import fitted_steps
+from agentloop._core.compaction.strategy import (
+    Budget,
+    Built,
+    Job,
+    Measured,
+    Strategy,
+    cut_points,
+    register,
+    strategy_named,
+)
+from agentloop._core.cutting.cut_and_prune import thinking_note
+from agentloop._core.cutting.prefix import as_message
+from agentloop._core.facts.preserved_state import PreservedStateHook, with_ledger
+from agentloop._core.measuring.context import (
     BREAKER_WHY,
     UNDONE_WHY,
     Calibrator,
@@ -41,66 +74,24 @@ from agentloop._core.context import (
     measure,
     trigger_tokens,
 )
-from agentloop._core.cut_and_prune import thinking_note
-from agentloop._core.effects import (
-    NewSessionId,
-    ReadClock,
-    RunHooks,
-    Steps,
-    perform,
-)
-from agentloop._core.figures import token_figure
-from agentloop._core.messages import (
+from agentloop._core.measuring.figures import token_figure
+from agentloop._core.strategies import BUILTIN
+from agentloop._core.values.messages import (
     Message,
     MessageValidator,
     Usage,
     is_safe_boundary,
 )
-from agentloop._core.model import AsyncModel, Model, OnDemandCompactingModel, ServerCompaction
-from agentloop._core.prefix import as_message
-from agentloop._core.prepared import (
-    Preparation,
-    PreparedSummary,
-    SettingsKey,
-    prepared_cut,
+from agentloop._core.values.model import (
+    AsyncModel,
+    Model,
+    OnDemandCompactingModel,
+    ServerCompaction,
 )
-from agentloop._core.prepared_rest import rest_summary_steps
-from agentloop._core.preserved_state import PreservedStateHook, with_ledger
-from agentloop._core.results import (
-    CompactionOutcome,
-    CompactionSummary,
-    CompactionTransition,
-)
-from agentloop._core.round_fit import fitted_steps
-from agentloop._core.settings import STRATEGIES, CompactionSettings, StrategyName
-from agentloop._core.strategy import (
-    Budget,
-    Built,
-    Job,
-    Measured,
-    Strategy,
-    cut_points,
-    register,
-    strategy_named,
-)
-from agentloop._core.strategy_auto import AutoStrategy
-from agentloop._core.strategy_none import NoStrategy
-from agentloop._core.strategy_prune import PruneStrategy
-from agentloop._core.strategy_server import ServerStrategy
-from agentloop._core.strategy_summary import SummarizeStrategy
-from agentloop._core.strategy_window import SlidingWindowStrategy
-from agentloop._core.tool_facts import ToolFacts
-from agentloop._core.validation import DEFAULT_MAX_TOKENS, validate_window
+from agentloop._core.values.settings import STRATEGIES, CompactionSettings, StrategyName
+from agentloop._core.values.tool_facts import ToolFacts
+from agentloop._core.values.validation import DEFAULT_MAX_TOKENS, validate_window
 
-BUILTIN: tuple[Strategy, ...] = (
-    AutoStrategy(),
-    SummarizeStrategy(),
-    SlidingWindowStrategy(),
-    PruneStrategy(),
-    ServerStrategy(),
-    NoStrategy(),
-)
-"""The strategies every compacter knows; a new one is a module and one entry here."""
 for _strategy in BUILTIN:
     register(_strategy)
 

@@ -12,8 +12,7 @@ import contextlib
 import weakref
 from collections.abc import Callable, Sequence
 
-from agentloop._core.context import CompactionDecision
-from agentloop._core.effects import (
+from agentloop._core.compaction.effects import (
     AppendMessages,
     CallModel,
     CreateSession,
@@ -21,7 +20,9 @@ from agentloop._core.effects import (
     Steps,
     perform,
 )
-from agentloop._core.messages import (
+from agentloop._core.compaction.results import CompactionOutcome, CompactionTransition
+from agentloop._core.measuring.context import CompactionDecision
+from agentloop._core.values.messages import (
     COMPACTION,
     ContentBlock,
     Message,
@@ -29,16 +30,15 @@ from agentloop._core.messages import (
     compaction_block,
     merge_consecutive,
 )
-from agentloop._core.model import (
+from agentloop._core.values.model import (
     AsyncModel,
     Model,
     ModelRequest,
     ModelResponse,
     ServerCompactionUnsupported,
 )
-from agentloop._core.results import CompactionOutcome, CompactionTransition
-from agentloop._core.tool import Tool, tool_definition
-from agentloop._core.validation import DEFAULT_MAX_TOKENS
+from agentloop._core.values.tool import Tool, tool_definition
+from agentloop._core.values.validation import DEFAULT_MAX_TOKENS
 from agentloop._errors import (
     AgentloopError,
     IncompleteReplyError,
@@ -80,7 +80,7 @@ class AgentLoop(TurnRules, ServerSteps, CompactionDrafts):
     as it happens, and each compaction continues under a child session saved with its parent.
 
     ``max_tokens`` is the reply reserve the trigger keeps free; a model that knows its output
-    limit (:class:`~agentloop._core.model.OutputLimitedModel`) gets more, room to think.
+    limit (:class:`~agentloop._core.values.model.OutputLimitedModel`) gets more, room to think.
     ``effort``: low … max (None: the model's default); ``drop_block``: see :attr:`thinking`.
     """
 

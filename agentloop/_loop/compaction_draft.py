@@ -1,7 +1,7 @@
 """A manual compaction reviewed before it applies (``/compact --review``).
 
 The compaction runs as ``/compact`` runs it, effect by effect, up to its one write
-(:class:`~agentloop._core.effects.SaveTransition`), and waits there: the summary is written (or
+(``SaveTransition``), and waits there: the summary is written (or
 the one prepared in the background is taken, with no model call), the child is built, nothing is
 stored. :meth:`CompactionDraft.apply` goes on from that write with exactly that child: no second
 summary request. :meth:`CompactionDraft.drop` forgets it: the loop never changed, and the
@@ -14,11 +14,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, cast
 
-from agentloop._core.api_compaction import API_SUMMARY
-from agentloop._core.effects import CallModel, Effect, SaveTransition, Steps
-from agentloop._core.ledger import find_ledger, render
-from agentloop._core.messages import Message, Usage
-from agentloop._core.results import CompactionOutcome, CompactionSummary, CompactionTransition
+from agentloop._core.compaction.api_compaction import API_SUMMARY
+from agentloop._core.compaction.effects import CallModel, Effect, SaveTransition, Steps
+from agentloop._core.compaction.results import (
+    CompactionOutcome,
+    CompactionSummary,
+    CompactionTransition,
+)
+from agentloop._core.facts.ledger import find_ledger, render
+from agentloop._core.values.messages import Message, Usage
 from agentloop._loop.ahead import Ahead
 from agentloop._loop.conversation_compacter import ConversationCompacter
 from agentloop._loop.drive import drive, drive_until

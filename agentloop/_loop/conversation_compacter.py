@@ -14,24 +14,28 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
-from agentloop._core.api_compaction import (
+from agentloop._core.compaction.api_compaction import (
     accepts_system_messages,
     adopted_steps,
     api_instructions,
 )
+from agentloop._core.compaction.effects import CallModel, NewSessionId, ReadClock, Steps, perform
+from agentloop._core.compaction.plan import plan_steps
+from agentloop._core.compaction.prepared import PreparedSummary, PrepareJob, next_job
+from agentloop._core.compaction.results import (
+    CompactionOutcome,
+    CompactionPlan,
+    CompactionTransition,
+)
+from agentloop._core.compaction.strategy import strategy_named
 from agentloop._core.compaction_core import CompactionCore, CompactionSettings
-from agentloop._core.context import Calibrator, CompactionDecision, TokenCounter
-from agentloop._core.effects import CallModel, NewSessionId, ReadClock, Steps, perform
-from agentloop._core.messages import ContentBlock, Message, ResponseLike, Usage
-from agentloop._core.model import AsyncModel, Model, ModelResponse
-from agentloop._core.plan import plan_steps
-from agentloop._core.prepared import PreparedSummary, PrepareJob, next_job
-from agentloop._core.preserved_state import PreservedStateHook
-from agentloop._core.results import CompactionOutcome, CompactionPlan, CompactionTransition
-from agentloop._core.strategy import strategy_named
-from agentloop._core.tool import Tool
-from agentloop._core.tool_facts import ToolFacts
-from agentloop._core.validation import DEFAULT_MAX_TOKENS
+from agentloop._core.facts.preserved_state import PreservedStateHook
+from agentloop._core.measuring.context import Calibrator, CompactionDecision, TokenCounter
+from agentloop._core.values.messages import ContentBlock, Message, ResponseLike, Usage
+from agentloop._core.values.model import AsyncModel, Model, ModelResponse
+from agentloop._core.values.tool import Tool
+from agentloop._core.values.tool_facts import ToolFacts
+from agentloop._core.values.validation import DEFAULT_MAX_TOKENS
 from agentloop._errors import ConfigurationError
 from agentloop._loop.drive import Runtime, Wiring, adrive, drive
 from agentloop._loop.inputs import Inputs

@@ -4,8 +4,8 @@ Compaction cannot cut the newest tool results (the model has not seen them yet),
 results alone overflow the window would end the turn with a refused request. Instead, when the
 API refuses the request and compaction cannot make room, the newest round's largest results are
 shortened for the model — head, tail and the lines that look like errors or locations
-(:func:`agentloop._core.shorten.shorten`), saying how much was left out, in the words of
-:mod:`agentloop._core.round_fit` — and the request is sent again, while the conversation and
+(:func:`agentloop._core.values.shorten.shorten`), saying how much was left out, in the words of
+``_core.compaction.round_fit`` — and the request is sent again, while the conversation and
 the store keep them whole. A result shortened once is
 sent the same way in every later request (the prompt cache keeps working), until a compaction
 replaces it.
@@ -18,11 +18,11 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any, Protocol
 
-from agentloop._core.blocks import Block, ToolResultBlock, is_tool_result
+from agentloop._core.compaction.round_fit import MIN_CHARS, result_text, shortened_result
 from agentloop._core.compaction_core import CompactionCore
-from agentloop._core.messages import ContentBlock, Message
-from agentloop._core.round_fit import MIN_CHARS, result_text, shortened_result
-from agentloop._core.shorten import shorten
+from agentloop._core.values.blocks import Block, ToolResultBlock, is_tool_result
+from agentloop._core.values.messages import ContentBlock, Message
+from agentloop._core.values.shorten import shorten
 from agentloop._loop.events import LoopEvents
 
 __all__ = [

@@ -7,9 +7,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from agentloop._core.effects import Steps
-from agentloop._core.messages import Message
-from agentloop._core.model import (
+from agentloop._core.compaction.effects import Steps
+from agentloop._core.compaction.results import CompactionTransition
+from agentloop._core.compaction.server_compaction import server_compaction_steps
+from agentloop._core.values.messages import Message
+from agentloop._core.values.model import (
     AsyncModel,
     Model,
     ModelRequest,
@@ -17,8 +19,6 @@ from agentloop._core.model import (
     ServerCompactingModel,
     ServerCompaction,
 )
-from agentloop._core.results import CompactionTransition
-from agentloop._core.server_compaction import server_compaction_steps
 from agentloop._loop.conversation_compacter import ConversationCompacter
 from agentloop._loop.events import EventFanOut
 
@@ -64,7 +64,7 @@ class ServerSteps:
         self, request: ModelRequest, response: ModelResponse
     ) -> Steps[CompactionTransition]:
         """The API paused on a compaction of what ``request`` sent: the child takes its
-        block, the parent stays whole (see ``_core/server_compaction.py``)."""
+        block, the parent stays whole (see ``_core/compaction/server_compaction.py``)."""
         assert self.compacter is not None
         outcome = yield from server_compaction_steps(
             self.compacter,

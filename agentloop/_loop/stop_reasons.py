@@ -16,10 +16,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from agentloop._core.blocks import ToolUseBlock, is_tool_result, is_tool_use
-from agentloop._core.effects import CallModel, Effect, RunTool, StartBackground, Steps, perform
-from agentloop._core.messages import ContentBlock, Message
-from agentloop._core.model import (
+from agentloop._core.compaction.effects import (
+    CallModel,
+    Effect,
+    RunTool,
+    StartBackground,
+    Steps,
+    perform,
+)
+from agentloop._core.values.blocks import ToolUseBlock, is_tool_result, is_tool_use
+from agentloop._core.values.messages import ContentBlock, Message
+from agentloop._core.values.model import (
     AsyncModel,
     Model,
     ModelRequest,
@@ -28,8 +35,8 @@ from agentloop._core.model import (
     Thinking,
     reply_max_tokens,
 )
-from agentloop._core.tool import Tool
-from agentloop._core.validation import EFFORT_LEVELS
+from agentloop._core.values.tool import Tool
+from agentloop._core.values.validation import EFFORT_LEVELS
 from agentloop._errors import ConfigurationError
 from agentloop._loop.ahead import Ahead
 from agentloop._loop.conversation_compacter import ConversationCompacter
@@ -62,7 +69,7 @@ UNCALIBRATED_FACTOR = 2
 
 class StreamedText:
     """The ``on_text`` a loop gives its model: text to ``events.on_text``, thinking to
-    ``events.on_thinking`` (a :class:`~agentloop._core.model.ThinkingListener`)."""
+    ``events.on_thinking`` (a :class:`~agentloop._core.values.model.ThinkingListener`)."""
 
     def __init__(self, events: LoopEvents) -> None:
         self.events = events

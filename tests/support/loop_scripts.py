@@ -27,8 +27,8 @@ from agentloop import (
     ModelResponse,
     to_params,
 )
-from agentloop._core.context import CompactionDecision
-from agentloop._core.summary import SUMMARIZER_SYSTEM, SUMMARY_REQUEST_OPENING
+from agentloop._core.compaction.summary import SUMMARIZER_SYSTEM, SUMMARY_REQUEST_OPENING
+from agentloop._core.measuring.context import CompactionDecision
 from sessions import Lease, NewMessage, Session, SqliteSessionStore, StoredMessage
 from sessions._sql_store import SqlSessionStore
 

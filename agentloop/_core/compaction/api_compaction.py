@@ -1,0 +1,430 @@
+"""On-demand compaction: the API writes the summary (beta ``compact-2026-09-04``).
+
+The request is the conversation up to a cut (same model, system and tools) with
+``compaction`` set; the reply is one signed ``compaction`` block. The child is::
+
+    [assistant: [block], *kept turns verbatim, (system: carried)]
+
+- the block, verbatim (signature and all): the API continues from it;
+- the kept turns, unchanged and with their thinking: they follow the summarized messages
+  directly, the first of them of another role than the last summarized one and never a
+  system message (the API's rule for kept thinking to stay valid), no tool call left open
+  on either side;
+- what agentloop carries over (the preserved state of the hooks, pinned messages, the latest
+  request when it was summarized) cannot go in front of the kept turns without breaking their
+  thinking: it travels in a mid-conversation system message after the newest user turn, or,
+  on a model without them, as a text block at the end of that user message (not sent yet).
+  When the history ends with a reply (``/compact`` between turns), it waits for the next user
+  message (:meth:`~agentloop._loop.conversation_compacter.ConversationCompacter.carried`).
+
+A loop that has the API summarize by itself (the SDK's tool runner, whose
+``compact_before_next_turn()`` summarizes the whole history) gets the same record from
+:func:`adopted_steps`: the child ``[block]``, what is carried waiting for the next user turn,
+the child measured, the breaker judged, the figures and their sources.
+
+Everything here is pure but :func:`api_compaction_steps`, which yields the model call.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from agentloop._core.compaction.effects import CallModel, RunHooks, Steps, perform
+from agentloop._core.compaction.strategy import Budget, Built, Job, Meter
+from agentloop._core.compaction.summary import SUMMARIZER_SYSTEM
+from agentloop._core.cutting.cut_and_prune import Split
+from agentloop._core.cutting.prefix import carried_blocks
+from agentloop._core.facts.preserved_state import with_ledger
+from agentloop._core.measuring.context import CompactionDecision
+from agentloop._core.values.blocks import is_text, text_block
+from agentloop._core.values.messages import (
+    COMPACTION,
+    ContentBlock,
+    Message,
+    Usage,
+    compaction_block,
+    latest_request_index,
+    latest_user_request,
+    validate_messages,
+)
+from agentloop._core.values.model import (
+    MAX_COMPACTION_INSTRUCTIONS,
+    AsyncModel,
+    Model,
+    ModelRequest,
+    ModelResponse,
+    OnDemandCompaction,
+)
+from agentloop._errors import CompactionFailed
+
+API_SUMMARY = "api_summary"
+"""What a compaction whose summary the API wrote is recorded as."""
+API_NOTE = (
+    "the summary was written by the API (on-demand compaction): kept turns keep their thinking"
+)
+PREPARED_API_NOTE = (
+    "the summary was prepared in the background by the API (on-demand compaction): no model "
+    "call now, and the kept turns keep their thinking"
+)
+SUMMARY_ROOM = 4
+"""A compaction request leaves ``max_tokens // SUMMARY_ROOM`` of the window for the summary."""
+CARRIED_OPEN = (
+    "Context carried over from before the compaction (agentloop; not a new request from the "
+    "user). The complete original history is kept in the parent session; when a search_history "
+    "tool is offered, use it to look up any earlier detail the summary leaves out instead of "
+    "guessing."
+)
+PINNED_MARK = "[pinned {role} message]"
+REQUEST_MARK = "[the user's latest request, verbatim]"
+_PARTS = re.compile(r"\n\n(?=\[pinned |" + re.escape(REQUEST_MARK) + ")")
+"""Where a carried message's text opens a pinned message or the latest request."""
+# The models that read mid-conversation ``role: "system"`` messages (the docs list Fable and
+# Mythos 5 and later, Opus 4.8 and later, Sonnet 5.5 and Haiku 5.5 — not Sonnet 5): a family
+# and the first version of it that does. Later versions of a family are taken to keep it.
+_SYSTEM_MESSAGES_FROM = {
+    "fable": (5, 0),
+    "mythos": (5, 0),
+    "opus": (4, 8),
+    "sonnet": (5, 5),
+    "haiku": (5, 5),
+}
+_MODEL_ID = re.compile(r"(fable|mythos|opus|sonnet|haiku)-(\d{1,2})(?!\d)(?:[-.](\d)(?!\d))?")
+
+
+def accepts_system_messages(model: str) -> bool:
+    """Whether ``model`` (an id, on any platform) reads mid-conversation ``role: "system"``
+    messages: the one table agentloop keeps of it (the Models API does not say)."""
+    found = _MODEL_ID.search(model.lower())
+    if found is None:
+        return False
+    family, major, minor = found.group(1), int(found.group(2)), int(found.group(3) or 0)
+    return (major, minor) >= _SYSTEM_MESSAGES_FROM[family]
+
+
+def api_instructions(standing: str, instructions: str | None) -> str:
+    """The ``instructions`` of a compaction request: agentloop's summarizer prompt (they
+    replace the API's own), the standing instructions and the user's, within the cap."""
+    parts = [
+        SUMMARIZER_SYSTEM,
+        "The conversation goes on after your summary, its newest messages kept verbatim "
+        "after it: summarize everything you are given.",
+    ]
+    for heading, text in (
+        ("Follow these standing instructions too:", standing),
+        ("Instructions for this summary:", instructions or ""),
+    ):
+        if text.strip():
+            parts.append(f"{heading}\n{text.strip()}")
+    joined = "\n\n".join(parts)
+    return joined[:MAX_COMPACTION_INSTRUCTIONS]
+
+
+def keeps_from(msgs: Sequence[Message], cut: int) -> bool:
+    """Whether ``msgs[cut:]`` may be kept after a block that summarizes ``msgs[:cut]``."""
+    first, last = msgs[cut], msgs[cut - 1]
+    if first.role == "system" or first.is_tool_result or first.role == last.role:
+        return False
+    return not (last.role == "assistant" and last.tool_uses)  # no tool call left open
+
+
+def api_cut(
+    msgs: Sequence[Message], *, tail_tokens: int, count: Callable[[Message], int]
+) -> int | None:
+    """Where the kept turns start: the earliest valid cut whose turns fit ``tail_tokens``,
+    else the latest valid cut (the smallest tail). The kept turns hold at least the newest
+    message; the summarized part holds more than an earlier block. None: no valid cut."""
+    start = 2 if msgs and msgs[0].is_compaction_only else 1
+    valid = [cut for cut in range(start, len(msgs)) if keeps_from(msgs, cut)]
+    if not valid:
+        return None
+    running, sizes = 0, {}
+    for index in range(len(msgs) - 1, valid[0] - 1, -1):
+        running += count(msgs[index])
+        sizes[index] = running
+    fitting = [cut for cut in valid if sizes[cut] <= tail_tokens]
+    return fitting[0] if fitting else valid[-1]
+
+
+def compaction_request(
+    msgs: Sequence[Message],
+    *,
+    model_name: str,
+    system: str,
+    tools: Sequence[dict[str, object]],
+    max_tokens: int,
+    instructions: str,
+    background: bool = False,
+) -> ModelRequest:
+    """The request that asks the API to summarize ``msgs`` (the conversation's own model,
+    system and tools, so the kept turns keep their thinking)."""
+    return ModelRequest(
+        model=model_name,
+        messages=tuple(msgs),
+        system=system,
+        tools=tuple(tools),
+        max_tokens=max_tokens,
+        metadata={"purpose": "summary", "on_demand": True, "background": background},
+        compaction=OnDemandCompaction(instructions),
+        cache_newest=False,
+    )
+
+
+def response_block(response: ModelResponse) -> ContentBlock:
+    """The compaction block of an on-demand compaction's reply, which must hold one with a
+    summary; otherwise :class:`CompactionFailed` naming the stop reason and what it means (the
+    history is kept). The one check of such a reply: the adapter's goes through it."""
+    block = compaction_block(response.content)
+    if response.stop_reason != COMPACTION or block is None or not block.get("content"):
+        reason = response.stop_reason or "none"
+        why = _NO_SUMMARY_WHY.get(reason, "it returned no summary")
+        raise CompactionFailed(
+            f"the API's compaction produced no summary (stop reason {reason}: {why})",
+            stop_reason=response.stop_reason,
+        )
+    return dict(block)
+
+
+_NO_SUMMARY_WHY = {
+    "max_tokens": "the summary needed more than max_tokens",
+    "model_context_window_exceeded": "no room left in the context window to summarize",
+    "tool_use": "the summarizer tried to call a tool",
+    "refusal": "the summarizer refused",
+    "end_turn": "it ended without text",
+    COMPACTION: "the block holds no summary",
+}
+
+
+def response_usage(response: ModelResponse) -> Usage:
+    """What a compaction call used: its iterations (the top-level figures are zero)."""
+    if response.iterations:
+        return sum((iteration.usage for iteration in response.iterations), Usage())
+    return response.usage
+
+
+@dataclass(frozen=True, slots=True)
+class Carried:
+    """What a compaction carries over besides the block: the hooks' state, pinned messages
+    (as text blocks) and the latest request when it was summarized."""
+
+    state: str = ""
+    pinned: tuple[ContentBlock, ...] = ()
+    request: tuple[ContentBlock, ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.state.strip() or self.pinned or self.request)
+
+
+def carried_text(state: str, *, pinned: Sequence[str] = (), request: str = "") -> str:
+    """The text of the message a compaction appends after the newest user turn: the
+    preserved state (what the hooks rendered; the artifact ledger joins here), pinned
+    messages and the latest request. One function, so every part lands in the same message."""
+    parts = [CARRIED_OPEN]
+    if state.strip():
+        parts.append(f"<preserved-state>\n{state.strip()}\n</preserved-state>")
+    parts.extend(pinned)
+    if request.strip():
+        parts.append(f"{REQUEST_MARK}\n{request.strip()}")
+    return "\n\n".join(parts)
+
+
+def _as_text(blocks: Sequence[ContentBlock]) -> str:
+    return "\n".join(str(b.get("text", "")) for b in blocks if is_text(b))
+
+
+def carried_over(msgs: Sequence[Message], cut: int, state: str) -> Carried:
+    """What ``msgs[:cut]`` holds that must be carried: pinned messages (those an earlier
+    carried message restated too) and the latest request if it is not kept."""
+    pinned: list[ContentBlock] = []
+    request: tuple[ContentBlock, ...] = ()
+    for message in msgs[:cut]:
+        if message.role == "system":  # an earlier carried message: its pins and request
+            # (``carried_text`` wrote them as paragraphs of one text: each is read back)
+            parts = (p for b in message.content for p in _PARTS.split(str(b.get("text", ""))))
+            for text in parts:
+                if text.startswith("[pinned "):
+                    pinned.append(dict(text_block(text)))
+                elif text.startswith(REQUEST_MARK):
+                    request = (dict(text_block(text[len(REQUEST_MARK) :].strip())),)
+        elif message.pinned:
+            body = _as_text(carried_blocks(message))
+            mark = PINNED_MARK.format(role=message.role)
+            pinned.append(dict(text_block(f"{mark}\n{body}")))
+    index = latest_request_index(msgs)
+    if index is not None and (index >= cut or msgs[index].pinned):
+        request = ()  # kept verbatim, or carried as a pinned message
+    elif (found := latest_user_request(msgs)) is not None:
+        request = tuple(carried_blocks(found))
+    return Carried(state, tuple(pinned), request)
+
+
+def carried_message(carried: Carried) -> Message:
+    """The mid-conversation system message that carries ``carried``."""
+    text = carried_text(
+        carried.state,
+        pinned=[str(b.get("text", "")) for b in carried.pinned],
+        request=_as_text(carried.request),
+    )
+    return Message.system(text)
+
+
+def with_carried(messages: list[Message], carried: Carried, model_name: str) -> list[Message]:
+    """``messages`` (ending with the newest user turn, not sent yet) followed by what is
+    carried: a system message where the model reads them, else a text block at the end of
+    that user message. Unchanged when nothing is carried or no user turn ends them."""
+    if not carried or not messages or messages[-1].role not in ("user", "system"):
+        return messages
+    message = carried_message(carried)
+    if accepts_system_messages(model_name):
+        return [*messages, message]
+    last = messages[-1]
+    if last.role != "user":  # a system message the model does not read: left as it is
+        return messages
+    joined = replace(last, content=(*last.content, *message.content), tokens=None)
+    return [*messages[:-1], joined]
+
+
+def api_child(
+    msgs: Sequence[Message], cut: int, block: ContentBlock, carried: Carried, model_name: str
+) -> list[Message]:
+    """The child: the block, the kept turns verbatim (their replies lose the usage that
+    measured the old context), then what is carried (see :func:`with_carried`)."""
+    kept = [
+        m if m.usage is None and m.counted is None else replace(m, usage=None, counted=None)
+        for m in msgs[cut:]
+    ]
+    return with_carried([Message("assistant", (dict(block),)), *kept], carried, model_name)
+
+
+def api_compaction_steps(
+    msgs: Sequence[Message],
+    cut: int,
+    *,
+    model_name: str,
+    system: str,
+    tools: Sequence[dict[str, object]],
+    max_tokens: int,
+    instructions: str,
+    summarizer: Model | AsyncModel | None,
+    spent: list[Usage],
+) -> Steps[ContentBlock]:
+    """Ask the API to summarize ``msgs[:cut]``; its block (:class:`CompactionFailed`, or what
+    the call raised, when there is none). What the call used is appended to ``spent``."""
+    request = compaction_request(
+        msgs[:cut],
+        model_name=model_name,
+        system=system,
+        tools=tools,
+        max_tokens=max_tokens,
+        instructions=instructions,
+    )
+    response = yield from perform(CallModel(request, model=summarizer))
+    spent.append(response_usage(response))
+    return response_block(response)
+
+
+def api_summary_steps(
+    job: Job, summarizer: Model | AsyncModel | None, *, max_tokens: int
+) -> Steps[Built | str]:
+    """The compaction by the API's own summary, measured; or why there is none (the caller
+    then summarizes itself, and says why)."""
+    meter, msgs = job.meter, job.msgs
+    cut = api_cut(
+        msgs,
+        tail_tokens=job.budget.tail_tokens,
+        count=lambda message: meter.calibrate(meter.count(message), 1),
+    )
+    if cut is None:
+        return "no cut leaves the kept turns as the API requires"
+    too_big = request_over_window(job, cut, max_tokens)
+    if too_big is not None:
+        return too_big  # never sent: agentloop's own summary, in one request
+    try:
+        block = yield from api_compaction_steps(
+            msgs,
+            cut,
+            model_name=meter.model_name,
+            system=job.system,
+            tools=job.tools,
+            max_tokens=max_tokens,
+            instructions=api_instructions(job.settings.standing_instructions, job.instructions),
+            summarizer=summarizer,
+            spent=job.spent,
+        )
+    except Exception as error:  # the session goes on: agentloop's own summarizer
+        return f"the API's compaction failed ({type(error).__name__}: {error})"
+    job.notes.append(API_NOTE)
+    return (yield from swapped_steps(job, cut, block))
+
+
+def request_over_window(job: Job, cut: int, max_tokens: int) -> str | None:
+    """Why a compaction request of ``job.msgs[:cut]`` would not fit the window (the docs:
+    compact before the conversation outgrows it), by agentloop's own count (the API's figure of
+    the newest reply in it, then estimates); None: it fits with room for a summary (a quarter
+    of ``max_tokens``: a summary cut by the window is no summary, one more request)."""
+    meter = job.meter
+    tokens = meter.measure(job.msgs[:cut], system=job.system, tools=job.tools).tokens
+    room = max_tokens // SUMMARY_ROOM
+    if tokens + room <= meter.context_window:
+        return None
+    return (
+        f"the compaction request would not fit the window (~{tokens:,} tokens and "
+        f"{room:,} for the summary, over {meter.context_window:,})"
+    )
+
+
+def swapped_steps(
+    job: Job, cut: int, block: ContentBlock, *, prepared: bool = False
+) -> Steps[Built]:
+    """The child of ``block`` (a summary of ``job.msgs[:cut]``), validated and measured."""
+    carried = carried_over(job.msgs, cut, job.state)
+    child = api_child(job.msgs, cut, block, carried, job.meter.model_name)
+    validate_messages(child, allow_pending_tool_use=False)
+    measured = yield from job.measure(child, job.local(child))
+    later = carried_message(carried) if carried and child[-1].role == "assistant" else None
+    text = str(block.get("content", ""))
+    return Built(child, measured, API_SUMMARY, text, Split(cut), prepared=prepared, later=later)
+
+
+ADOPTED_NOTE = (
+    "the summary was written by the API at the request of the caller's loop (the SDK's tool "
+    "runner): the whole history was summarized, nothing kept"
+)
+
+
+def adopted_steps(
+    meter: Meter,
+    msgs: Sequence[Message],
+    block: ContentBlock,
+    *,
+    decision: CompactionDecision,
+    system: str,
+    tools: Sequence[dict[str, Any]],
+    spent: Usage | None,
+) -> Steps[tuple[Job, Built]]:
+    """The child of ``block``, a summary of all of ``msgs`` that the caller's loop got: the
+    hooks run, the ledger joins their state, what is carried waits in ``Built.later`` (the
+    child ``[block]`` ends with a reply), the child is measured; the job, for the record."""
+    budget = Budget.of(decision, meter.settings, meter.context_window)
+    split = Split(len(msgs))
+    hooks = yield from perform(RunHooks(tuple(meter.hooks)))
+    hooks = with_ledger(hooks, msgs, meter)  # nothing is kept: every call is the ledger's
+    job = Job(
+        meter,
+        msgs,
+        decision,
+        budget=budget,
+        split=split,
+        smallest=split,
+        state=hooks.state,
+        system=system,
+        tools=tools,
+    )
+    job.warnings.extend(hooks.warnings)
+    if spent is not None:
+        job.spent.append(spent)
+    built = yield from swapped_steps(job, len(msgs), block)
+    job.notes.append(ADOPTED_NOTE)
+    return job, built

@@ -1,0 +1,9 @@
+"""Values: what the core works on, and the seams it shares with the outside (imports no other room).
+
+`blocks` typed content blocks and the one dispatch on a block's kind · `messages` message values
+and the Messages API's conversation rules · `settings` how and when to compact, checked when made
+· `validation` light checks and defaults the CLI imports at start-up · `model` the seam to
+whatever answers messages (requests, responses, the capability protocols) · `tool` what a tool is
+to the loop · `tool_facts` what a tool call did, as facts (names no tool) · `shorten` long texts
+cut without losing what matters.
+"""
