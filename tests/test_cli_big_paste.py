@@ -46,21 +46,23 @@ def test_a_paste_that_lands_just_below_the_trigger_is_summarized_ahead(
     # max_tokens (4,000). The summary is requested in the background with the room there is.
     paste = filler("PASTE", int(WINDOW * 0.4))
     err = _run(cli, model, 6, paste, 3)
-    background = [
-        bill.body
-        for bill in cli.fake_api.bills
-        if bill.body.get("compaction") is not None or is_summary_request(bill.body)
-    ]
+
+    def summarizing(body: dict[str, object]) -> bool:
+        return body.get("compaction") is not None or is_summary_request(body)
+
+    background = [bill.body for bill in cli.fake_api.bills if summarizing(bill.body)]
     assert len(background) == 1, "one summary request, sent ahead; none at the trigger"
     (prepared,) = background
-    paste_index = next(
-        i for i, b in enumerate(cli.fake_api.bills) if _last_text(b.body).startswith("PASTE")
-    )
-    assert cli.fake_api.bills[paste_index + 1].body is prepared  # right after the paste's turn
-    assert _last_text(prepared).startswith("PASTE") or model == HAIKU  # ours ends with its ask
-    sent = cli.fake_api.bills[paste_index + 1]
-    assert TRIGGER * 0.65 <= cli.fake_api.bills[paste_index].uncached_input < TRIGGER
-    assert sent.body["max_tokens"] < 4_000  # the room the window leaves, not the full ask
+    # Sent with the paste's turn (it covers the paste, not the answer to it), with the room the
+    # window leaves beside it rather than the full ask (4,000).
+    assert "PASTE" in str(prepared["messages"]) and "answer 6" not in str(prepared["messages"])
+    assert prepared["max_tokens"] < 4_000
+    (pasted,) = [
+        bill
+        for bill in cli.fake_api.bills
+        if not summarizing(bill.body) and _last_text(bill.body).startswith("PASTE")
+    ]
+    assert TRIGGER * 0.65 <= pasted.uncached_input < TRIGGER  # below the trigger, past the mark
     assert "prepared in the background" in err
     (notice,) = re.findall(r"\(~?([\d,]+) → ~?([\d,]+) tokens\)", err)
     assert int(notice[1].replace(",", "")) < TRIGGER // 2
