@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from agentloop._adapters.anthropic_capabilities import (
     CapabilityCache,
     ModelCapabilities,
+    ModelLifecycle,
     afetch_capabilities,
     builtin_capabilities,
     fetch_capabilities,
@@ -383,6 +384,12 @@ class AnthropicModel:
     def max_reply_tokens(self, model: str) -> int | None:
         """The most ``max_tokens`` the model takes (None: unknown)."""
         return self.capabilities(model).max_tokens
+
+    def known_lifecycle(self, model: str) -> ModelLifecycle | None:
+        """What the Models API said of ``model``'s lifecycle, if it was asked already (by a
+        request or a lookup of limits); never a lookup of its own."""
+        known = self._capabilities.get(model)
+        return None if known is None else known.capabilities.lifecycle
 
     def fetch_limits(self, model: str) -> tuple[int | None, int | None]:
         """``(max_input_tokens, max_tokens)`` as the Models API gave them, for a

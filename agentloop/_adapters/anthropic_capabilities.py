@@ -28,6 +28,7 @@ __all__ = [
     "EFFORT_LEVELS",
     "CapabilityCache",
     "ModelCapabilities",
+    "ModelLifecycle",
     "builtin_capabilities",
     "capabilities_from_info",
     "fetch_capabilities",
@@ -40,6 +41,29 @@ _MODELS_API_RETRIES = 1
 _MODELS_API_TIMEOUT = 15.0
 
 CapabilitySource = Literal["models_api", "builtin"]
+
+
+@dataclass(frozen=True, slots=True)
+class ModelLifecycle:
+    """Where a model is in its life, as the Models API says (``lifecycle``, ``deprecated_at``,
+    ``retires_at`` of ``ModelInfo``): ``stage`` is ``active``, ``deprecated`` or ``retired``;
+    the dates are days (``YYYY-MM-DD``), None when the API gives none."""
+
+    stage: str
+    deprecated_at: str | None = None
+    retires_at: str | None = None
+
+
+def lifecycle_from_info(info: Mapping[str, Any]) -> ModelLifecycle | None:
+    """The lifecycle in a Models API answer; None when it says none (an older server)."""
+    stage = info.get("lifecycle")
+    if not isinstance(stage, str) or not stage:
+        return None
+
+    def day(value: object) -> str | None:
+        return value[:10] if isinstance(value, str) and len(value) >= 10 else None
+
+    return ModelLifecycle(stage, day(info.get("deprecated_at")), day(info.get("retires_at")))
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +87,8 @@ class ModelCapabilities:
     max_input_tokens: int | None
     mid_conversation_system: bool
     source: CapabilitySource
+    lifecycle: ModelLifecycle | None = None
+    """What the Models API says of the model's life (None: it was not asked, or said none)."""
 
 
 # The 5.x families think by default (adaptive); 4.x models only when asked.
@@ -155,6 +181,7 @@ def capabilities_from_info(model: str, info: Mapping[str, Any]) -> ModelCapabili
             max_input,
             table.mid_conversation_system,
             "models_api",
+            lifecycle_from_info(info),
         )
     thinking = caps.get("thinking")
     types_info = thinking.get("types") if isinstance(thinking, Mapping) else None
@@ -187,6 +214,7 @@ def capabilities_from_info(model: str, info: Mapping[str, Any]) -> ModelCapabili
         max_input_tokens=max_input,
         mid_conversation_system=table.mid_conversation_system,
         source="models_api",
+        lifecycle=lifecycle_from_info(info),
     )
 
 

@@ -45,7 +45,8 @@ The API of late 2026:
 - On-demand compaction (:mod:`fake_api.ondemand`, beta ``compact-2026-09-04``): the signed
   block, its errors with ``error.details.error_code``, the kept-turn rule;
   :meth:`FakeAnthropicServer.fail_next_compactions` injects failures.
-- The Models API answers ``capabilities`` (:mod:`fake_api.model_facts`); stop reasons on demand:
+- The Models API answers ``capabilities`` (:mod:`fake_api.model_facts`) and each model's
+  ``lifecycle``, ``deprecated_at`` and ``retires_at`` (``ModelSpec``); stop reasons on demand:
   :func:`pause_reply`, :func:`refusal_reply`, :func:`context_exceeded_reply`,
   :func:`cut_tool_reply`.
 - Every request refused by these rules is recorded in ``server.violations`` (and
