@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from agentloop._adapters.anthropic_capabilities import (
     CapabilityCache,
     ModelCapabilities,
+    ModelLifecycle,
     afetch_capabilities,
     fetch_capabilities,
     fetch_model_limits,
@@ -391,6 +392,12 @@ class AnthropicModel:
     def max_reply_tokens(self, model: str) -> int | None:
         """The most ``max_tokens`` the model takes (None: unknown; its :meth:`profile`)."""
         return self.profile(model).max_output_tokens
+
+    def known_lifecycle(self, model: str) -> ModelLifecycle | None:
+        """What the Models API said of ``model``'s lifecycle, if it was asked already (by a
+        request or a lookup of limits); never a lookup of its own."""
+        known = self._capabilities.get(model)
+        return None if known is None else known.capabilities.lifecycle
 
     def fetch_limits(self, model: str) -> tuple[int | None, int | None]:
         """``(max_input_tokens, max_tokens)`` as the Models API gave them, for a

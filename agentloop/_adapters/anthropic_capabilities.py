@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from agentloop._adapters.anthropic_errors import one_line, translated
-from agentloop._core.values.model_profile import THINKING_TYPES, ModelProfile
+from agentloop._core.values.model import ON_DEMAND_COMPACTION_BETA
+from agentloop._core.values.model_profile import THINKING_TYPES, ModelLifecycle, ModelProfile
 from agentloop._core.values.profile_table import builtin_profile, thinks_by_default
 from agentloop._core.values.validation import EFFORT_LEVELS
 from agentloop._errors import ModelError
@@ -28,6 +29,7 @@ __all__ = [
     "EFFORT_LEVELS",
     "CapabilityCache",
     "ModelCapabilities",
+    "ModelLifecycle",
     "builtin_capabilities",
     "capabilities_from_info",
     "fetch_capabilities",
@@ -35,9 +37,6 @@ __all__ = [
     "is_bedrock",
 ]
 
-ON_DEMAND_BETA = "compact-2026-09-04"
-"""The beta of on-demand compaction (the top-level ``compaction`` param); the Models API fills
-``capabilities.compaction`` only when it is sent."""
 _MODELS_API_RETRIES = 1
 _MODELS_API_TIMEOUT = 15.0
 
@@ -45,6 +44,18 @@ ModelCapabilities = ModelProfile
 """The older name of :class:`~agentloop._core.values.model_profile.ModelProfile`."""
 builtin_capabilities = builtin_profile
 """The older name of :func:`~agentloop._core.values.profile_table.builtin_profile`."""
+
+
+def lifecycle_from_info(info: Mapping[str, Any]) -> ModelLifecycle | None:
+    """The lifecycle in a Models API answer; None when it says none (an older server)."""
+    stage = info.get("lifecycle")
+    if not isinstance(stage, str) or not stage:
+        return None
+
+    def day(value: object) -> str | None:
+        return value[:10] if isinstance(value, str) and len(value) >= 10 else None
+
+    return ModelLifecycle(stage, day(info.get("deprecated_at")), day(info.get("retires_at")))
 
 
 def _supported(value: Any) -> bool:
@@ -67,6 +78,7 @@ def capabilities_from_info(model: str, info: Mapping[str, Any]) -> ModelProfile:
         max_output_tokens=_positive(info.get("max_tokens")) or table.max_output_tokens,
         context_window=_positive(info.get("max_input_tokens")) or table.context_window,
         source="models_api",
+        lifecycle=lifecycle_from_info(info),
     )
     if not isinstance(caps, Mapping):
         return profile
@@ -138,7 +150,7 @@ def fetch_capabilities(model: str, client: anthropic.Anthropic) -> ModelProfile:
     """Ask the Models API about ``model``; raises a one-line :class:`ModelError` when it
     cannot answer (unknown model, no key, unreachable, Bedrock)."""
     with _asking_about(model, client):
-        info = _lookup_client(client).beta.models.retrieve(model, betas=[ON_DEMAND_BETA])
+        info = _lookup_client(client).beta.models.retrieve(model, betas=[ON_DEMAND_COMPACTION_BETA])
     return capabilities_from_info(model, info.model_dump(mode="json"))
 
 
@@ -146,7 +158,7 @@ async def afetch_capabilities(model: str, client: anthropic.AsyncAnthropic) -> M
     """The async form of :func:`fetch_capabilities`."""
     lookup = client.with_options(max_retries=_MODELS_API_RETRIES, timeout=_MODELS_API_TIMEOUT)
     with _asking_about(model, client):
-        info = await lookup.beta.models.retrieve(model, betas=[ON_DEMAND_BETA])
+        info = await lookup.beta.models.retrieve(model, betas=[ON_DEMAND_COMPACTION_BETA])
     return capabilities_from_info(model, info.model_dump(mode="json"))
 
 

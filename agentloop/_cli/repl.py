@@ -359,11 +359,8 @@ def _model(agent: CodingAgent, rest: str) -> None:
         return
     agent.switch_model(name)
     _tell(f"Model: {name} for the next turns (was {current}); {CACHE_AND_THINKING}")
-    from agentloop._cli.model_check import deprecation
-
-    notice = deprecation(name)
-    if notice is not None:
-        _tell(f"agentloop: warning: {notice}")
+    # Its deprecation, if any, is said once by the run's after-command hook (app.py), which
+    # also knows what the Models API answered about it.
 
 
 _HANDLERS: dict[str, Callable[[CodingAgent, str], None]] = {

@@ -229,13 +229,16 @@ class ConversationCompacter(CompactionCore):
     def checkpoint(self) -> Callable[[], None]:
         """What puts this compacter back as it is now, for a compaction worked out and not
         applied (``/compact --review`` dropped): what waits to be carried, the circuit breaker
-        and the summary prepared ahead (usable again), with the counts."""
+        and the summary prepared ahead (usable again), with the counts; and the calibration,
+        which the draft's token counts taught: kept, they would change the figures the next
+        draft's cut and ledger are sized by, so that asking again with other instructions
+        would show another ledger for the same conversation."""
         state = (self._last_output, self._breaker_until, self._undone_hold, self.later)
-        preparation = copy.copy(self.preparation)
+        preparation, calibration = copy.copy(self.preparation), self.calibration
 
         def restore() -> None:
             self._last_output, self._breaker_until, self._undone_hold, self.later = state
-            self.preparation = preparation
+            self.preparation, self.calibration = preparation, calibration
 
         return restore
 

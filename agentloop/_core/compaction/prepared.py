@@ -197,6 +197,11 @@ MAX_PREPARED = 2
 """Summary requests prepared ahead between two compactions: the first and one refresh."""
 
 
+ROOM_FOR_A_SUMMARY = 1024
+"""The least ``max_tokens`` a summary prepared ahead is asked with when the full one does not fit
+beside the history (a paste close to the trigger): less would cut most summaries short."""
+
+
 def next_job(
     session_id: str,
     msgs: Sequence[Message],
@@ -244,8 +249,9 @@ def next_job(
             return None
         so_far = ready.text
     if on_demand:  # the API summarizes the history as it stands (see api_compaction.py)
-        max_tokens = max(1024, min(settings.summary_max_tokens, window // 4))
-        if tokens + max_tokens > window:
+        full = max(1024, min(settings.summary_max_tokens, window // 4))
+        max_tokens = min(full, window - tokens)  # a paste near the trigger: the room left
+        if max_tokens < min(full, ROOM_FOR_A_SUMMARY):
             return None
         request = compaction_request(
             msgs,
@@ -257,11 +263,12 @@ def next_job(
             background=True,
         )
         return PrepareJob(session_id, tuple(msgs), key, tokens, request)
-    max_tokens = max(256, min(settings.summary_max_tokens, window // 4))
+    full = max(256, min(settings.summary_max_tokens, window // 4))
     instruction = summary_instruction(
         settings.standing_instructions, updates_previous=True, so_far=so_far
     )
-    if tokens + count_text(instruction) + max_tokens > window:
+    max_tokens = min(full, window - tokens - count_text(instruction))
+    if max_tokens < min(full, ROOM_FOR_A_SUMMARY):
         return None  # it would not fit: the compaction at the trigger summarizes
     request = continuing_summary_request(
         msgs,
