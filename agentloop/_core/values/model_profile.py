@@ -31,6 +31,17 @@ class Price:
 
 
 @dataclass(frozen=True, slots=True)
+class ModelLifecycle:
+    """Where a model is in its life, as the Models API says (``lifecycle``, ``deprecated_at``,
+    ``retires_at`` of ``ModelInfo``): ``stage`` is ``active``, ``deprecated`` or ``retired``;
+    the dates are days (``YYYY-MM-DD``), None when the API gives none."""
+
+    stage: str
+    deprecated_at: str | None = None
+    retires_at: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class ModelProfile:
     """What requests to one model may carry, and what it costs.
 
@@ -41,8 +52,11 @@ class ModelProfile:
     ``output_config.effort`` values it accepts; ``on_demand_compaction``: the API summarizes
     on request (``OnDemandCompaction``); ``server_compaction``: the API compacts at a threshold
     (``ServerCompaction``); ``system_messages``: ``role: "system"`` messages are read
-    mid-conversation; ``context_window`` and ``max_output_tokens`` (None: unknown); ``price``
-    and whether it is the model's own (``price_known``; else its family's, assumed).
+    mid-conversation; ``context_window`` and ``max_output_tokens`` (None: unknown: the
+    compacter assumes 200,000 tokens, the loop sends its reply reserve); ``price`` and whether it
+    is the model's own (``price_known``; else its family's, assumed). Bills are read from the
+    shipped table's profile by model name (a stored session has no model object), with
+    ``AGENTLOOP_PRICES`` over it.
     """
 
     model: str
@@ -58,7 +72,9 @@ class ModelProfile:
     price: Price = field(default_factory=lambda: Price(3.0, 15.0))
     price_known: bool = False
     source: ProfileSource = "declared"
+    lifecycle: ModelLifecycle | None = None
+    """What the Models API says of the model's life (None: it was not asked, or said none)."""
 
     def named(self, model: str) -> ModelProfile:
-        """The same abilities under another model id (a dated snapshot of a known model)."""
+        """The same abilities under another model id (a declared profile answers for any)."""
         return self if model == self.model else replace(self, model=model)
