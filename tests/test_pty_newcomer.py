@@ -1,4 +1,4 @@
-"""The newcomer's path of issue 38, in one run through a real terminal of 80 columns against the
+"""The newcomer's path, in one run through a real terminal of 80 columns against the
 test server: the README's interactive command with a small window, 15 turns with ``/model``, a
 reviewed compaction applied and undone, ``/clear``; then ``-r`` through the picker back to the
 conversation left with ``/clear``: its window and its model are kept."""
