@@ -23,6 +23,7 @@ from typing import Any, Literal
 from agentloop._core.cutting.cut_and_prune import PRUNED_MARKER
 from agentloop._core.values.blocks import is_text, is_tool_result, is_tool_use, tool_result_text
 from agentloop._core.values.messages import Message
+from agentloop._core.values.shorten import one_line
 from agentloop._core.values.tool_facts import CommandRan, FileTouched, ToolCall, ToolFact, ToolFacts
 
 __all__ = [
@@ -147,11 +148,6 @@ def shorten_request(text: str, limit: int = REQUEST_CHARS) -> str:
     return f'{head} [… {more:,} more characters: search_history "{query_words(text)}"]'
 
 
-def _one_line(text: str, limit: int) -> str:
-    line = " ".join(text.split())
-    return line if len(line) <= limit else line[: limit - 1] + "…"
-
-
 # -- replaying a history --------------------------------------------------------------------
 
 
@@ -197,7 +193,7 @@ class _Builder:
         )
 
     def command(self, ran: CommandRan, pruned: bool, kept: bool, counts: bool) -> None:
-        command = _one_line(ran.command, COMMAND_CHARS)
+        command = one_line(ran.command, COMMAND_CHARS)
         old = self.commands.get(command)
         if kept and old is None:
             return  # the kept tail shows it verbatim
@@ -224,7 +220,7 @@ class _Builder:
             elif isinstance(fact, CommandRan):
                 self.command(fact, pruned, kept, counts and not kept)
             else:
-                self.todos = tuple((s, _one_line(c, 300)) for s, c in fact.items)
+                self.todos = tuple((s, one_line(c, 300)) for s, c in fact.items)
 
     def request(self, text: str) -> None:
         if text.strip():
