@@ -14,7 +14,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, cast
 
-from agentloop._core.compaction.api_compaction import API_SUMMARY
 from agentloop._core.compaction.effects import CallModel, Effect, SaveTransition, Steps
 from agentloop._core.compaction.results import (
     CompactionOutcome,
@@ -61,9 +60,10 @@ class CompactionDraft:
 
     @property
     def signed(self) -> bool:
-        """Whether the API wrote the summary (on-demand compaction): a signed block, which can
-        be shown and applied or asked for again, never edited."""
-        return self.transition.summary.strategy == API_SUMMARY
+        """Whether the API wrote the summary (on-demand compaction): the child opens with its
+        signed block, which can be shown and applied or asked for again, never edited."""
+        child = self.transition.compacted_messages
+        return bool(child) and child[0].is_compaction_only
 
     def apply(self) -> CompactionOutcome | None:
         """Write the child and continue in it, exactly as drafted (no model call)."""

@@ -349,6 +349,28 @@ def api_summary_steps(
     return (yield from swapped_steps(job, cut, block))
 
 
+class OnDemandOffer:
+    """The API's own summary as the core offers it to a job (:meth:`Job.api_summary`): whether
+    the model writes one is asked only when a strategy wants it (``available``: asked once,
+    remembered by the core), and ``max_tokens`` is the summary's room."""
+
+    def __init__(
+        self,
+        available: Callable[[], bool],
+        summarizer: Model | AsyncModel | None,
+        max_tokens: Callable[[], int],
+    ) -> None:
+        self._available = available
+        self._summarizer = summarizer
+        self._max_tokens = max_tokens
+
+    def available(self) -> bool:
+        return self._available()
+
+    def __call__(self, job: Job) -> Steps[Built | str]:
+        return api_summary_steps(job, self._summarizer, max_tokens=self._max_tokens())
+
+
 def request_over_window(job: Job, cut: int, max_tokens: int) -> str | None:
     """Why a compaction request of ``job.msgs[:cut]`` would not fit the window (the docs:
     compact before the conversation outgrows it), by agentloop's own count (the API's figure of

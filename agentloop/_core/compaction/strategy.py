@@ -3,11 +3,13 @@
 A strategy says what it keeps (:meth:`Strategy.max_tail_messages`), what it asks the model
 (:meth:`Strategy.edit`, for a strategy the API runs) and builds its result through a
 :class:`Job` (:meth:`Strategy.build`), which measures every candidate. The compaction hands it
-a job that calls the summarizer and counts with the API; the preview (``plan.py``) hands it a
-:class:`PreviewJob` that does neither, so both follow the same steps under the same budget.
+a job that calls the summarizer and counts with the API, and offers the API's own summary where
+the model writes one (:meth:`Job.api_summary`: the strategy decides whether and when to use it);
+the preview (``plan.py``) hands it a :class:`PreviewJob` that does neither, so both follow the
+same steps under the same budget.
 
 Adding a strategy: a module with one class and its name in ``BUILTIN`` of
-``compaction_core.py`` (or :func:`register` from your own code).
+``strategies/__init__.py`` (or :func:`register` from your own code).
 """
 
 from __future__ import annotations
@@ -151,6 +153,18 @@ class Built:
     message to append after the next user message (see ``api_compaction.py``)."""
 
 
+class ApiSummary(Protocol):
+    """The API's own summary (on-demand compaction) as the core offers it to a job: asked
+    whether it is available only when a strategy wants it (``api_compaction.OnDemandOffer``)."""
+
+    def available(self) -> bool: ...
+
+    def __call__(self, job: Job) -> Steps[Built | str]: ...
+
+
+NOT_OFFERED = "the API does not write summaries here"
+
+
 @dataclass(frozen=True, slots=True)
 class WholeSummary:
     text: str
@@ -176,6 +190,7 @@ class Job:
         system: str,
         tools: Sequence[dict[str, Any]],
         instructions: str | None = None,
+        api_summary: ApiSummary | None = None,
     ) -> None:
         self.meter = meter
         self.settings = meter.settings
@@ -191,6 +206,20 @@ class Job:
         self.warnings: list[str] = []
         self.notes: list[str] = []
         self.spent: list[Usage] = []
+        self._api_summary = api_summary
+
+    @property
+    def offers_api_summary(self) -> bool:
+        """Whether the API can write this compaction's summary (the model offers on-demand
+        compaction and no other model is to summarize)."""
+        return self._api_summary is not None and self._api_summary.available()
+
+    def api_summary(self) -> Steps[Built | str]:
+        """The compaction by the API's own summary (the block first, the kept turns with their
+        thinking), measured; or why there is none (the strategy then compacts itself)."""
+        if self._api_summary is None or not self._api_summary.available():
+            return NOT_OFFERED
+        return (yield from self._api_summary(self))
 
     def local(self, candidate: Sequence[Message]) -> int:
         """The local estimate of a whole candidate request (no API figure in it)."""
@@ -360,7 +389,8 @@ class Strategy(Protocol):
     prepares: bool
     """A summary prepared in the background can stand for this strategy's result."""
     api_summary: bool
-    """Where the model offers it, the API writes the summary (on-demand compaction)."""
+    """Its :meth:`build` asks for the API's summary where the job offers it
+    (:meth:`Job.api_summary`), so a summary prepared ahead is the API's too."""
     summarizes: bool
     """Uses the summarizer model (a compacter without one is told so)."""
 
