@@ -3,6 +3,8 @@ API's signed block is read from the child it would save, not from the name of wh
 
 from __future__ import annotations
 
+from typing import Any, cast
+
 from agentloop import CompactionSettings, ConversationCompacter, Message
 from agentloop._core.compaction.effects import Steps
 from agentloop._core.compaction.strategy import BaseStrategy, Built, Job, register
@@ -12,12 +14,13 @@ from agentloop._loop.drive import drive
 from agentloop.testing import ScriptedModel
 
 SONNET_55 = "claude-sonnet-5-5"
+RELABELLED = "relabelled_api_summary"
 
 
 class Relabelled(BaseStrategy):
     """The API's summary where offered, recorded under a name of its own."""
 
-    name = "relabelled_api_summary"
+    name = RELABELLED
     summarizes = True
 
     def build(self, job: Job) -> Steps[Built | str]:
@@ -43,7 +46,7 @@ def draft(strategy: str, model: ScriptedModel) -> CompactionDraft:
         context_window=8_000,
         model=model,
         max_output_tokens=500,
-        settings=CompactionSettings(strategy=strategy, prepare_at=None),
+        settings=CompactionSettings(strategy=cast(Any, strategy), prepare_at=None),
     )
     loop = AgentLoop(model=model, model_name=SONNET_55, compacter=compacter, messages=history())
     made = loop.draft_compaction()
@@ -52,7 +55,7 @@ def draft(strategy: str, model: ScriptedModel) -> CompactionDraft:
 
 
 def test_signed_is_read_from_the_childs_first_block_not_from_the_label() -> None:
-    made = draft("relabelled_api_summary", ScriptedModel(on_demand_compaction=True))
+    made = draft(RELABELLED, ScriptedModel(on_demand_compaction=True))
     assert made.transition.summary.strategy == "my own words"
     assert made.transition.compacted_messages[0].content[0]["type"] == "compaction"
     assert made.signed
@@ -72,7 +75,7 @@ def test_a_strategy_that_asks_for_the_apis_summary_where_none_is_offered_hears_w
         model_name=SONNET_55,
         context_window=8_000,
         model=model,
-        settings=CompactionSettings(strategy="relabelled_api_summary", prepare_at=None),
+        settings=CompactionSettings(strategy=cast(Any, RELABELLED), prepare_at=None),
     )
     outcome = drive(compacter.steps("parent", history(), force=True), compacter.runtime.perform)
     assert outcome.transition is None

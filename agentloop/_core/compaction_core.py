@@ -370,6 +370,7 @@ class CompactionCore:
             split=cuts[0],
             smallest=cuts[1],
             state=hooks.state,
+            preserved=hooks,
             system=system,
             tools=tools,
             instructions=instructions,

@@ -137,8 +137,10 @@ class CompactionDrafts:
 
 def carried_ledger(transition: CompactionTransition, later: Message | None) -> str:
     """The ledger the compacted context carries, as it carries it ('' when none): in the
-    message that waits for the next user turn, else in the compacted context's opening."""
-    where = [later] if later is not None else list(transition.compacted_messages[:1])
+    message that waits for the next user turn, else in the one that ends the child (the API's
+    summary: its parts), else in the compacted context's opening."""
+    child = transition.compacted_messages
+    where = [later] if later is not None else child[-1:] if child[-1].carried else child[:1]
     found = find_ledger(where)
     return render(found) if found is not None else ""
 

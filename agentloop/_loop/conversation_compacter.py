@@ -222,7 +222,8 @@ class ConversationCompacter(CompactionCore):
             return [message]
         if accepts_system_messages(self.model_name):
             return [message, later]
-        return [replace(message, content=(*message.content, *later.content), tokens=None)]
+        joined = (*message.content, *later.content)
+        return [replace(message, content=joined, tokens=None, carried=later.carried)]
 
     def discard_prepared(self, reason: str) -> None:
         """Throw the prepared summary (and what was spent on it) away, counted."""

@@ -27,7 +27,7 @@ from agentloop._core.cutting.cut_and_prune import (
     choose_tail_start,
     unbound_thinking,
 )
-from agentloop._core.facts.preserved_state import PreservedStateHook
+from agentloop._core.facts.preserved_state import HookOutput, PreservedStateHook
 from agentloop._core.measuring.context import CompactionDecision, ContextUsage
 from agentloop._core.values.messages import Message, Usage, validate_messages
 from agentloop._core.values.model import AsyncModel, Model, ModelRequest, ServerCompaction
@@ -191,6 +191,7 @@ class Job:
         tools: Sequence[dict[str, Any]],
         instructions: str | None = None,
         api_summary: ApiSummary | None = None,
+        preserved: HookOutput | None = None,
     ) -> None:
         self.meter = meter
         self.settings = meter.settings
@@ -200,6 +201,9 @@ class Job:
         self.split = split
         self.smallest = smallest
         self.state = state
+        """The preserved state as the compacted context's opening renders it (ledger first)."""
+        self.preserved = preserved
+        """The same in parts (what the hooks rendered, the ledger), when the job has them."""
         self.system = system
         self.tools = tools
         self.instructions = instructions

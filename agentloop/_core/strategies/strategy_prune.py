@@ -3,10 +3,11 @@ message stays (the conversation keeps its shape), the newest exchange is untouch
 
 from __future__ import annotations
 
-from agentloop._core.compaction.api_compaction import Carried, carried_message, with_carried
+from agentloop._core.compaction.api_compaction import carried_message, job_carried, with_carried
 from agentloop._core.compaction.effects import Steps
 from agentloop._core.compaction.strategy import BaseStrategy, Built, Job
 from agentloop._core.cutting.cut_and_prune import prune_tool_outputs, with_state
+from agentloop._core.values.carried import Carried
 from agentloop._core.values.messages import Message
 
 NOTHING_TO_PRUNE = "nothing to prune: no old tool output, input or image is large enough"
@@ -53,7 +54,7 @@ def placed_state(job: Job, pruned: list[Message]) -> tuple[list[Message], Messag
     next user turn (returned) when the history ends with a reply."""
     if not (pruned and pruned[0].is_compaction_only):
         return with_state(pruned, job.state), None
-    carried = Carried(job.state)
+    carried = Carried(*job_carried(job))
     placed = with_carried(pruned, carried, job.meter.model_name)
     waits = bool(carried) and placed[-1].role == "assistant"
     return placed, carried_message(carried) if waits else None

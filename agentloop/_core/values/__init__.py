@@ -5,5 +5,7 @@ and the Messages API's conversation rules · `settings` how and when to compact,
 · `validation` light checks and defaults the CLI imports at start-up · `model` the seam to
 whatever answers messages (requests, responses, the capability protocols) · `tool` what a tool is
 to the loop · `tool_facts` what a tool call did, as facts (names no tool) · `shorten` long texts
-cut without losing what matters.
+cut without losing what matters · `usage` what the API reports a response used ·
+`ledger_values` the artifact ledger's facts · `carried` what a compaction by the API's summary
+carries over, in parts (a message keeps them beside the text they render).
 """
