@@ -220,6 +220,10 @@ def test_the_block_and_the_carried_system_message_round_trip_through_the_store(
     ]
     assert stored[0].content[0]["type"] == "compaction"
     assert any(m.role == "system" for m in stored)
+    # What the carried message renders comes back as its parts, not read from its text.
+    carried = [(m.carried, m.text) for m in stored if m.role == "system"]
+    assert carried and all(parts is not None and parts.ledger for parts, _ in carried)
+    assert [parts for parts, _ in carried] == [m.carried for m in child if m.role == "system"]
     parent = store.get_session(transition.original_session_id)
     assert store.get_session(transition.new_session_id).parent_id == parent.id
     # A loop resumed from the store goes on without a refused request.
