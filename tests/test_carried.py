@@ -22,7 +22,7 @@ from agentloop._core.compaction.api_compaction import (
 )
 from agentloop._core.compaction_core import CompactionSettings
 from agentloop._core.facts import ledger as ledger_module
-from agentloop._core.facts.ledger import find_ledger, render
+from agentloop._core.facts.ledger import derive, find_ledger, render
 from agentloop._core.facts.preserved_state import PreservedStateHook
 from agentloop._core.values.carried import Carried, Pin
 from agentloop._core.values.ledger_values import (
@@ -181,3 +181,13 @@ def test_the_api_module_renders_with_the_one_function() -> None:
     parts = Carried("- s", None, (Pin("user", "p"),), "r")
     expected = api_compaction.carried_text("- s", pinned=["[pinned user message]\np"], request="r")
     assert render_carried(parts) == expected
+
+
+def test_a_carried_block_joined_to_a_user_turn_is_no_request_of_the_users() -> None:
+    joined = Message.user(
+        [
+            {"type": "text", "text": "the real request"},
+            {"type": "text", "text": render_carried(Carried("- state, no ledger"))},
+        ]
+    )
+    assert derive([joined]).requests == ("the real request",)

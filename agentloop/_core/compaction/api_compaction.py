@@ -36,7 +36,7 @@ from agentloop._core.compaction.effects import CallModel, RunHooks, Steps, perfo
 from agentloop._core.compaction.strategy import Budget, Built, Job, Meter
 from agentloop._core.compaction.summary import SUMMARIZER_SYSTEM
 from agentloop._core.cutting.cut_and_prune import Split
-from agentloop._core.cutting.prefix import carried_blocks
+from agentloop._core.cutting.prefix import STATE_CLOSE, STATE_OPEN, carried_blocks
 from agentloop._core.facts.ledger import render
 from agentloop._core.facts.preserved_state import with_ledger
 from agentloop._core.measuring.context import CompactionDecision
@@ -205,7 +205,7 @@ def carried_text(state: str, *, pinned: Sequence[str] = (), request: str = "") -
     messages and the latest request. One function, so every part lands in the same message."""
     parts = [CARRIED_OPEN]
     if state.strip():
-        parts.append(f"<preserved-state>\n{state.strip()}\n</preserved-state>")
+        parts.append(f"{STATE_OPEN}\n{state.strip()}\n{STATE_CLOSE}")
     parts.extend(pinned)
     if request.strip():
         parts.append(f"{REQUEST_MARK}\n{request.strip()}")

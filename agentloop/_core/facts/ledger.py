@@ -21,6 +21,7 @@ from dataclasses import replace
 from typing import Any
 
 from agentloop._core.cutting.cut_and_prune import PRUNED_MARKER
+from agentloop._core.cutting.prefix import STATE_OPEN
 from agentloop._core.values.blocks import is_text, is_tool_result, is_tool_use, tool_result_text
 from agentloop._core.values.carried import CARRIED_OPEN
 from agentloop._core.values.ledger_values import CommandFact, FileFact, Last, Ledger
@@ -199,6 +200,12 @@ def calls(messages: Sequence[Message]) -> Iterator[tuple[int, ToolCall]]:
                     yield index, ToolCall(call[0], call[1], text, is_error, call_id)
 
 
+def is_ours(text: str) -> bool:
+    """Whether a user message's text block is agentloop's own carried state (the preserved
+    state, a ledger, a carried context joined to the turn), which no person said."""
+    return LEDGER_OPEN in text or text.startswith((STATE_OPEN, CARRIED_OPEN))
+
+
 PRUNED_PREFIX = PRUNED_MARKER.partition(":")[0]
 
 
@@ -240,9 +247,7 @@ def derive(
         for block in message.content:
             if is_text(block):
                 text = str(block.get("text", ""))
-                # agentloop's own carried state is no request, whatever its role
-                ours = text.startswith(("<preserved-state>", CARRIED_OPEN))
-                if LEDGER_OPEN not in text and not ours:
+                if not is_ours(text):
                     builder.request(text)
     return builder.ledger()
 

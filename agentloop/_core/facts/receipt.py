@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from agentloop._core.facts.ledger import TODO_MARKS, calls, is_pruned
+from agentloop._core.facts.ledger import TODO_MARKS, calls, is_ours, is_pruned
 from agentloop._core.values.blocks import (
     is_compaction,
     is_text,
@@ -119,10 +119,7 @@ def _requests(message: Message) -> list[str]:
     return [
         str(b.get("text", ""))
         for b in message.content
-        if is_text(b)
-        and str(b.get("text", "")).strip()
-        and "<ledger>" not in str(b.get("text", ""))
-        and not str(b.get("text", "")).startswith("<preserved-state>")
+        if is_text(b) and str(b.get("text", "")).strip() and not is_ours(str(b.get("text", "")))
     ]
 
 
