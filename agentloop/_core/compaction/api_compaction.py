@@ -16,6 +16,9 @@ The request is the conversation up to a cut (same model, system and tools) with
   on a model without them, as a text block at the end of that user message (not sent yet).
   When the history ends with a reply (``/compact`` between turns), it waits for the next user
   message (:meth:`~agentloop._loop.conversation_compacter.ConversationCompacter.carried`).
+  It is built as parts (:class:`~agentloop._core.values.carried.Carried`), rendered once
+  (:func:`render_carried`) and the message keeps them: the next compaction reads the parts
+  (:func:`carried_over`), and only a message stored as text alone is read (:func:`read_carried`).
 
 A loop that has the API summarize by itself (the SDK's tool runner, whose
 ``compact_before_next_turn()`` summarizes the whole history) gets the same record from
