@@ -40,7 +40,13 @@ if TYPE_CHECKING:
         to_params,
         validate_messages,
     )
-    from agentloop._core.values.model import AsyncModel, Model, ModelRequest, ModelResponse
+    from agentloop._core.values.model import (
+        ON_DEMAND_COMPACTION_BETA,
+        AsyncModel,
+        Model,
+        ModelRequest,
+        ModelResponse,
+    )
     from agentloop._core.values.tool import FunctionTool, Tool, ToolResult
     from agentloop._core.values.tool_facts import (
         CommandRan,
@@ -83,6 +89,7 @@ _EXPORTS: dict[str, str] = {
     "LoopEvents": "agentloop._loop.agent_loop",
     "Message": "agentloop._core.values.messages",
     "MessageParam": "agentloop._core.values.messages",
+    "ON_DEMAND_COMPACTION_BETA": "agentloop._core.values.model",
     "MessageValidationError": "agentloop._errors",
     "Model": "agentloop._core.values.model",
     "ModelError": "agentloop._errors",
@@ -136,6 +143,7 @@ def __dir__() -> list[str]:
 __version__ = "0.1.0"
 
 __all__ = [
+    "ON_DEMAND_COMPACTION_BETA",
     "AgentLoop",
     "AgentloopError",
     "AnthropicModel",

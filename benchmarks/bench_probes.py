@@ -1,4 +1,4 @@
-"""Probes of a compacted context, asked of the model (issue 28): for people with an API key.
+"""Probes of a compacted context, asked of the model: for people with an API key.
 
     ANTHROPIC_API_KEY=... python benchmarks/bench_probes.py [--model claude-sonnet-4-6]
         [--runs 3] [--size 160] [--transcripts coding calculator]

@@ -1,4 +1,4 @@
-"""Benchmark of full-text search over stored messages (issue 23), SQLite beside PostgreSQL;
+"""Benchmark of full-text search over stored messages, SQLite beside PostgreSQL;
 prints a table.
 
     python benchmarks/bench_search.py [--url postgresql://postgres@127.0.0.1:5432/test]

@@ -1,4 +1,4 @@
-"""What survives a compaction, per kind of fact (issue 28).
+"""What survives a compaction, per kind of fact.
 
     python benchmarks/bench_survival.py [--size 240] [--seeds 0 1] [--markdown]
     python benchmarks/bench_survival.py --agents [--size 320] [--windows 200000 60000 16000]
@@ -85,7 +85,7 @@ TARGETS: dict[Kind, tuple[float, float]] = {
     "requests": (0.95, 1.0),
 }
 """Per kind: the share that must be in the context, and the share recoverable by a search
-(issue 28's targets; none is set for numbers, and none is stale anywhere)."""
+(the targets; none is set for numbers, and none is stale anywhere)."""
 
 
 @dataclass

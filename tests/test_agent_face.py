@@ -1,4 +1,4 @@
-"""The agent's public face (issue 21.2): the command line reads and calls only ``CodingAgent``'s
+"""The agent's public face: the command line reads and calls only ``CodingAgent``'s
 own members, events reach every subscriber through one fan-out (the agent's books first), and
 the compacter and the loop share one wiring instead of copying it."""
 

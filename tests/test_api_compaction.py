@@ -1,4 +1,4 @@
-"""Compaction that never breaks thinking (issue 27), on the doubles: the rule for every edit
+"""Compaction that never breaks thinking, on the doubles: the rule for every edit
 agentloop makes itself (no thinking the edit invalidated), the API's own summary where the
 model offers it (the block first, the kept turns verbatim with their thinking, what is carried
 after the newest user turn), the fallbacks, the system message in the history, and the swap of

@@ -1,4 +1,4 @@
-"""Compaction that never breaks thinking (issue 27), through the real ``anthropic`` SDK against
+"""Compaction that never breaks thinking, through the real ``anthropic`` SDK against
 the test server, which signs thinking on the 5.x models, checks each block's prefix (the 400
 "bound to a different conversation" for a new account) and does on-demand compaction.
 
@@ -104,7 +104,7 @@ def session(
         compacter=compacter,
         store=store,
         workspace=str(tmp_path),
-        title="issue 27",
+        title="thinking kept",
         system=SYSTEM,
         tools=[READ],
         max_tokens=REPLY,

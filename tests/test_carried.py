@@ -145,7 +145,8 @@ def test_the_parts_as_data_round_trip_and_refuse_what_is_not_them() -> None:
     assert Carried.from_dict(parts.to_dict()) == parts
     assert Carried.from_dict(Carried().to_dict()) == Carried()
     bad = parts.to_dict() | {"pinned": [["robot", "x"]]}
-    for data in (None, [], {"state": "s"}, bad):
+    cases: list[object] = [None, [], {"state": "s"}, bad]
+    for data in cases:
         assert Carried.from_dict(data) is None
     assert not Carried() and Carried(ledger=LEDGER) and not Carried(ledger=Ledger())
 

@@ -1,4 +1,4 @@
-"""Issue 28, ``/compact --review [instructions]`` through the real CLI and SDK against the test
+"""``/compact --review [instructions]`` through the real CLI and SDK against the test
 server: the summary the child gets is shown first, with the ledger; then apply (no second
 summary request), ask again with other instructions, or abort (nothing written). On a 5.x model
 the API writes (and signs) the summary; on one without on-demand compaction agentloop does."""

@@ -1,4 +1,4 @@
-"""One rule for every token figure (issue 19): a figure the API counted is shown bare, any other
+"""One rule for every token figure: a figure the API counted is shown bare, any other
 (partly or wholly a local estimate, or of a compaction stored before sources were kept) with
 ``~`` — on the compaction notice, ``sessions tree``/``show``/``export``, ``/context``,
 ``/compact --dry-run``, the status line, the model's ``context_status`` and in JSON (a source
@@ -235,3 +235,18 @@ def test_the_decision_s_reason_marks_its_figure_too(source: str, mark: str) -> N
     usage = ContextUsage.model_validate({"tokens": 5900, "window": 6000, "source": source})
     above = decide(usage, threshold=0.8, max_output_tokens=500, message_count=5, safe_boundary=True)
     assert above.reason.startswith(f"{mark}5,900 tokens reached the trigger")
+
+
+def test_one_more_exchange_never_shows_fewer_tokens_than_the_notice(cli: CLI) -> None:
+    for n in range(8):
+        cli.script.add(text_reply(filler(f"answer {n}", 250)))
+    stdin = [*conversation_lines(6, 250), "/compact", "one more question", "/context"]
+
+    run = cli.run("--context-window", "16000", stdin="\n".join(stdin))
+
+    assert run.code == 0, run.err
+    (notice,) = run.notices
+    after = int(notice["after"].strip("~").replace(",", ""))
+    shown = re.search(r"^Context: ~?([\d,]+) / ", run.err, re.MULTILINE)
+    assert shown is not None
+    assert int(shown[1].replace(",", "")) > after

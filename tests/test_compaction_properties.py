@@ -336,7 +336,7 @@ def test_every_strategy_keeps_a_valid_complete_conversation(
             assert summary.strategy in (strategy, "digest")
         if summary.strategy == "prune":
             assert strategy in ("auto", "prune", "server")  # server, asked for, runs as auto
-            # The ledger (issue 28) is preserved state too: derived from the history, there
+            # The ledger is preserved state too: derived from the history, there
             # whenever the history holds a request or a tool call, with or without a hook.
             stated = any(STATE_TAG in str(b.get("text", "")) for b in out[0].content)
             check_pruned(history, out, with_hook=with_hook or stated, notes=summary.notes)

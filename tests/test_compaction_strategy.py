@@ -1,4 +1,4 @@
-"""Strategies are things (issue 21.1) and the preview tells the truth (issue 19).
+"""Strategies are things and the preview tells the truth.
 
 * the strategy's name is compared as a string nowhere outside the registry (the CLI may parse
   names);

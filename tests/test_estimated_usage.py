@@ -1,5 +1,5 @@
 """Usage a model only estimated (a test double's, the demo's: nothing counts tokens there) is
-measured, stored and shown as an estimate, never as the API's count (issue 30, point 9): the
+measured, stored and shown as an estimate, never as the API's count: the
 API's own figures are the truth, and a guess is never dressed as a measurement."""
 
 from __future__ import annotations

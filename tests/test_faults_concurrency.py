@@ -1,4 +1,4 @@
-"""Fault injection (issue 10), several writers: two and four ``agentloop --continue`` processes
+"""Fault injection, several writers: two and four ``agentloop --continue`` processes
 on one session, released together by a barrier, and the session lease around crashes and the
 first turn of a new session.
 

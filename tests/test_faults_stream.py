@@ -1,4 +1,4 @@
-"""Fault injection (issue 10), the wire: replies that break off, end early, stall, or fail in
+"""Fault injection, the wire: replies that break off, end early, stall, or fail in
 sequences of 529/500/401/429, through the real ``anthropic`` SDK against our server.
 
 At the adapter (:class:`AnthropicModel`) each fault is one :class:`IncompleteReplyError` or

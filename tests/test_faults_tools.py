@@ -1,4 +1,4 @@
-"""Fault injection (issue 20), tools that run away: a ``grep`` whose regular expression backtracks
+"""Fault injection, tools that run away: a ``grep`` whose regular expression backtracks
 for ever. Through the console script against the test server: the search has a time limit and
 the agent goes on (in ``-p``, where nobody can press Ctrl-C); Ctrl-C stops it at once. Off the
 main thread (an event loop's executor) the search runs in a child process, stopped the same

@@ -36,6 +36,7 @@ from fake_api import (
 )
 
 from agentloop import (
+    ON_DEMAND_COMPACTION_BETA,
     CommandRan,
     CompactionDecision,
     CompactionTransition,
@@ -50,7 +51,7 @@ from agentloop._cli.main import main
 from agentloop._core.compaction.api_compaction import Carried, carried_message, carried_over
 from agentloop._core.compaction.summary import SUMMARIZER_SYSTEM
 from agentloop._core.values.carried import Pin
-from agentloop.integrations.tool_runner import COMPACTION_BETA, RunnerCompaction
+from agentloop.integrations.tool_runner import RunnerCompaction
 from sessions import SessionStore, open_store
 
 MODEL = "claude-sonnet-5-5"
@@ -175,7 +176,7 @@ def _runner(client: Any, messages: list[Any], tools: list[Any], **extra: Any) ->
         system=SYSTEM,
         tools=tools,
         messages=messages,
-        betas=[COMPACTION_BETA],
+        betas=[ON_DEMAND_COMPACTION_BETA],
         thread=False,  # the test server keeps no server-side threads
         **extra,
     )
@@ -314,7 +315,7 @@ def test_a_runner_with_another_system_prompt_is_refused_in_one_line(
         system="Another prompt.",
         tools=[read_file, run_command],
         messages=[*resumed.history(), {"role": "user", "content": "again"}],
-        betas=[COMPACTION_BETA],
+        betas=[ON_DEMAND_COMPACTION_BETA],
         thread=False,
     )
     with pytest.raises(ConfigurationError) as refused:
@@ -335,7 +336,7 @@ def test_a_runner_without_the_compaction_beta_is_refused_in_one_line(
         messages=[{"role": "user", "content": "hi"}],
         thread=False,
     )
-    with pytest.raises(ConfigurationError, match=COMPACTION_BETA):
+    with pytest.raises(ConfigurationError, match=ON_DEMAND_COMPACTION_BETA):
         next(iter(RunnerCompaction(store=store).follow(runner)))
     assert fake_api.message_requests == []
 
@@ -392,7 +393,9 @@ def test_the_readme_snippet_runs_as_written(tmp_path: Path) -> None:
     blocks: list[str] = re.findall(r"```py\n(.*?)```", README.read_text(), flags=re.S)
     (snippet,) = [b for b in blocks if "agentloop.integrations.tool_runner import" in b]
     # The test server keeps no server-side threads (the real API does): whole histories.
-    snippet = snippet.replace("betas=[COMPACTION_BETA],", "betas=[COMPACTION_BETA], thread=False,")
+    snippet = snippet.replace(
+        "betas=[ON_DEMAND_COMPACTION_BETA],", "betas=[ON_DEMAND_COMPACTION_BETA], thread=False,"
+    )
     assert "thread=False" in snippet
     paths = iter(f"src/{name}.py" for name in "abcdefgh")
 

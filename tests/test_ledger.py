@@ -1,4 +1,4 @@
-"""The artifact ledger (issue 28): derived from the tool calls, merged across compactions,
+"""The artifact ledger: derived from the tool calls, merged across compactions,
 byte-stable, within a budget, in every compacted context; and read_file's "unchanged since you
 read it" instead of sending a file again."""
 

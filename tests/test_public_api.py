@@ -29,6 +29,7 @@ AGENTLOOP_API = {
     "validate_messages", "validate_threshold", "with_cache_breakpoints",
     # what a tool call did: the seam, and the recognizers that ship
     "ToolCall", "ToolFacts", "FileTouched", "CommandRan", "TodoState", "default_tool_facts",
+    "ON_DEMAND_COMPACTION_BETA",
 }  # fmt: skip
 
 SESSIONS_API = {

@@ -1,4 +1,4 @@
-"""Strategy ``server`` (issue 12): the Messages API compacts on the server.
+"""Strategy ``server``: the Messages API compacts on the server.
 
 The library loop and the CLI drive the real ``anthropic`` SDK over HTTP against our fake
 Messages API, which implements the ``compact_20260112`` edit (``tests/fake_api/compaction.py``):

@@ -1,4 +1,4 @@
-"""A session keeps its prefix (issue 27): the system prompt and the tool definitions are stored
+"""A session keeps its prefix: the system prompt and the tool definitions are stored
 with the session and reused byte for byte on resume and in a compaction's child; a changed
 instruction file reaches the model as an appended message, and the user is told once."""
 

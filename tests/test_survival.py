@@ -1,4 +1,4 @@
-"""What survives a compaction, measured on the corpus (issue 28): the targets of
+"""What survives a compaction, measured on the corpus: the targets of
 ``benchmarks/bench_survival.py`` hold on every transcript, after every one of 5 successive
 compactions; the measure sees what a context without the ledger loses; the receipt lists what
 a compaction left out, each with a search that finds it."""

@@ -1,4 +1,4 @@
-"""What the user waits for at the trigger (issue 27): with a usable summary prepared in the
+"""What the user waits for at the trigger: with a usable summary prepared in the
 background, no refresh is waited for and no summary request is made; a prepared summary that
 covered too little is brought up to date in at most one request.
 

@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 from agentloop._adapters.anthropic_errors import one_line, translated
 from agentloop._adapters.windows import base_model_id, builtin_limits
 from agentloop._core.compaction.api_compaction import accepts_system_messages
+from agentloop._core.values.model import ON_DEMAND_COMPACTION_BETA
 from agentloop._core.values.validation import EFFORT_LEVELS
 from agentloop._errors import ModelError
 
@@ -34,9 +35,6 @@ __all__ = [
     "is_bedrock",
 ]
 
-ON_DEMAND_BETA = "compact-2026-09-04"
-"""The beta of on-demand compaction (the top-level ``compaction`` param); the Models API fills
-``capabilities.compaction`` only when it is sent."""
 _THINKING_TYPES = ("adaptive", "between_tools", "disabled", "enabled")
 _MODELS_API_RETRIES = 1
 _MODELS_API_TIMEOUT = 15.0
@@ -230,7 +228,7 @@ def fetch_capabilities(model: str, client: anthropic.Anthropic) -> ModelCapabili
     """Ask the Models API about ``model``; raises a one-line :class:`ModelError` when it
     cannot answer (unknown model, no key, unreachable, Bedrock)."""
     with _asking_about(model, client):
-        info = _lookup_client(client).beta.models.retrieve(model, betas=[ON_DEMAND_BETA])
+        info = _lookup_client(client).beta.models.retrieve(model, betas=[ON_DEMAND_COMPACTION_BETA])
     return capabilities_from_info(model, info.model_dump(mode="json"))
 
 
@@ -238,7 +236,7 @@ async def afetch_capabilities(model: str, client: anthropic.AsyncAnthropic) -> M
     """The async form of :func:`fetch_capabilities`."""
     lookup = client.with_options(max_retries=_MODELS_API_RETRIES, timeout=_MODELS_API_TIMEOUT)
     with _asking_about(model, client):
-        info = await lookup.beta.models.retrieve(model, betas=[ON_DEMAND_BETA])
+        info = await lookup.beta.models.retrieve(model, betas=[ON_DEMAND_COMPACTION_BETA])
     return capabilities_from_info(model, info.model_dump(mode="json"))
 
 

@@ -265,7 +265,7 @@ class CodingAgent:
             self.loop.send_shortened(shortened_results(messages, mcp.max_tokens))
         self.loop.lease = lease
         self.loop.lease_owner = lease_owner
-        if resume_id is not None:  # drop_block, once a session needed it, stays on (issue 27)
+        if resume_id is not None:  # drop_block, once a session needed it, stays on
             self.loop.thinking = SessionThinking.from_metadata(saved)
         if stored is not None:
             # The session's own tools as first sent: one agentloop no longer has is answered

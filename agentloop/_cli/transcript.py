@@ -49,7 +49,7 @@ def _show_object(store: SessionStore, session: Session) -> dict[str, object]:
 
 
 def _receipt(store: SessionStore, session: Session) -> Receipt | None:
-    """What the compaction that made ``session`` left out of its context (issue 28)."""
+    """What the compaction that made ``session`` left out of its context."""
     from agentloop._adapters.compaction_receipt import session_receipt
 
     return session_receipt(store, session.id)

@@ -79,7 +79,7 @@ class Ahead:
             if child <= trigger * (1 - self.compacter.settings.min_savings):
                 return
         elif child <= trigger * CLIENT_USABLE:
-            return  # ours: its child fits the half the compaction allows (issue 27: no wait)
+            return  # ours: its child fits the half the compaction allows (no wait)
         yield from self.collect(session_id, messages, wait=True)
 
     def maybe_start(

@@ -3,7 +3,7 @@
 .. code-block:: python
 
     compaction = RunnerCompaction(store=open_store(path), context_window=200_000)
-    runner = client.beta.messages.tool_runner(..., betas=["compact-2026-09-04"])
+    runner = client.beta.messages.tool_runner(..., betas=[ON_DEMAND_COMPACTION_BETA])
     for message in compaction.follow(runner):  # the runner's own items, unchanged
         ...
 
@@ -27,6 +27,7 @@ with (kept thinking is bound to them).
 from __future__ import annotations
 
 import asyncio
+import warnings
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, cast
@@ -34,6 +35,7 @@ from typing import TYPE_CHECKING, Any, cast
 import anthropic
 
 from agentloop import (
+    ON_DEMAND_COMPACTION_BETA,
     CompactionDecision,
     CompactionSettings,
     CompactionTransition,
@@ -54,10 +56,8 @@ from agentloop.integrations._engine import Conversation, Engine, ModelFacts
 if TYPE_CHECKING:
     from anthropic.types.beta import BetaMessageParam
 
-__all__ = ["COMPACTION_BETA", "PREFIX_KEY", "RunnerCompaction"]
+__all__ = ["PREFIX_KEY", "RunnerCompaction"]
 
-COMPACTION_BETA = "compact-2026-09-04"
-"""The API's on-demand compaction beta, which ``compact_before_next_turn()`` needs."""
 PENDING_KEY = "runner_carried"
 """A session's metadata key for what its compaction carries while it waits for a user turn."""
 PREFIX_KEY = "runner_prefix"
@@ -174,10 +174,10 @@ class _Watch:
         params = runner._params
         self.model = str(params["model"])
         betas = [str(b) for b in params.get("betas") or ()]
-        if COMPACTION_BETA not in betas:
+        if ON_DEMAND_COMPACTION_BETA not in betas:
             raise ConfigurationError(
-                f'RunnerCompaction needs the runner built with betas=["{COMPACTION_BETA}"] '
-                "(compact_before_next_turn() requires it)"
+                "RunnerCompaction needs the runner built with "
+                f'betas=["{ON_DEMAND_COMPACTION_BETA}"] (compact_before_next_turn() requires it)'
             )
         self.system_sent = _plain(params.get("system", ""))
         self.tools_sent = [_plain(tool) for tool in params.get("tools") or ()]
@@ -433,7 +433,7 @@ class _Counter:
         kwargs: dict[str, Any] = {
             "model": request.model,
             "messages": to_params(request.messages),
-            "betas": [COMPACTION_BETA],
+            "betas": [ON_DEMAND_COMPACTION_BETA],
         }
         if request.system:
             kwargs["system"] = request.system
@@ -489,3 +489,16 @@ def _system_text(system: Any) -> str:
 
 def _param(message: Message) -> dict[str, Any]:
     return {"role": message.role, "content": [dict(block) for block in message.content]}
+
+
+def __getattr__(name: str) -> Any:
+    # The beta's name before it was defined once, for agentloop (kept for callers).
+    if name == "COMPACTION_BETA":
+        warnings.warn(
+            "agentloop.integrations.tool_runner.COMPACTION_BETA is deprecated: use "
+            "agentloop.ON_DEMAND_COMPACTION_BETA",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return ON_DEMAND_COMPACTION_BETA
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -116,7 +116,7 @@ API_SUMMARY_START = "Summary by the server of"
 
 def api_summary(body: Mapping[str, Any]) -> str | None:
     """The API's summary a request opens with (the content of the compaction block alone in its
-    first message, an assistant one), or None when it does not open with one (issue 27)."""
+    first message, an assistant one), or None when it does not open with one."""
     messages = body.get("messages") or []
     first = messages[0] if messages else {}
     content = first.get("content")

@@ -60,6 +60,7 @@ from agentloop._core.values.messages import (
     validate_messages,
 )
 from agentloop._core.values.model import (
+    MAX_COMPACTION_INSTRUCTIONS,
     AsyncModel,
     Model,
     ModelRequest,
@@ -79,8 +80,6 @@ PREPARED_API_NOTE = (
 )
 SUMMARY_ROOM = 4
 """A compaction request leaves ``max_tokens // SUMMARY_ROOM`` of the window for the summary."""
-MAX_INSTRUCTIONS = 16_384
-"""The API's cap on ``compaction.instructions`` (characters)."""
 REQUEST_MARK = "[the user's latest request, verbatim]"
 _MARK_OPEN, _, _MARK_CLOSE = PINNED_MARK.partition("{role}")
 _PARTS = re.compile(r"\n\n(?=" + re.escape(_MARK_OPEN) + "|" + re.escape(REQUEST_MARK) + ")")
@@ -128,7 +127,7 @@ def api_instructions(standing: str, instructions: str | None) -> str:
         if text.strip():
             parts.append(f"{heading}\n{text.strip()}")
     joined = "\n\n".join(parts)
-    return joined[:MAX_INSTRUCTIONS]
+    return joined[:MAX_COMPACTION_INSTRUCTIONS]
 
 
 def keeps_from(msgs: Sequence[Message], cut: int) -> bool:
@@ -182,17 +181,28 @@ def compaction_request(
 
 
 def response_block(response: ModelResponse) -> ContentBlock:
-    """The compaction block of an on-demand compaction's reply; :class:`CompactionFailed`
-    when there is none (any stop reason but ``compaction``, or no summary in it)."""
-    if response.stop_reason != COMPACTION:
+    """The compaction block of an on-demand compaction's reply, which must hold one with a
+    summary; otherwise :class:`CompactionFailed` naming the stop reason and what it means (the
+    history is kept). The one check of such a reply: the adapter's goes through it."""
+    block = compaction_block(response.content)
+    if response.stop_reason != COMPACTION or block is None or not block.get("content"):
+        reason = response.stop_reason or "none"
+        why = _NO_SUMMARY_WHY.get(reason, "it returned no summary")
         raise CompactionFailed(
-            f"the API wrote no summary (stop reason {response.stop_reason!r})",
+            f"the API's compaction produced no summary (stop reason {reason}: {why})",
             stop_reason=response.stop_reason,
         )
-    block = compaction_block(response.content)
-    if block is None or not block.get("content"):
-        raise CompactionFailed("the API's compaction returned no summary", stop_reason=COMPACTION)
     return dict(block)
+
+
+_NO_SUMMARY_WHY = {
+    "max_tokens": "the summary needed more than max_tokens",
+    "model_context_window_exceeded": "no room left in the context window to summarize",
+    "tool_use": "the summarizer tried to call a tool",
+    "refusal": "the summarizer refused",
+    "end_turn": "it ended without text",
+    COMPACTION: "the block holds no summary",
+}
 
 
 def response_usage(response: ModelResponse) -> Usage:

@@ -51,6 +51,13 @@ class OnDemandCompaction:
     """Replaces the API's own summarization prompt (None or blank: the API's prompt)."""
 
 
+ON_DEMAND_COMPACTION_BETA = "compact-2026-09-04"
+"""The beta header on-demand compaction needs (the request's top-level ``compaction``); the
+Models API fills ``capabilities.compaction`` only when it is sent."""
+MAX_COMPACTION_INSTRUCTIONS = 16_384
+"""The most characters ``compaction.instructions`` may hold (the API refuses more)."""
+
+
 @dataclass(frozen=True, slots=True)
 class Thinking:
     """How a request asks the model to think (the ``thinking`` and ``output_config`` params).

@@ -1,5 +1,6 @@
-"""Issue 19 in a real terminal: a preview with instructions and an undo with nothing to undo.
-(The status line while the circuit breaker waits is issue 30's: test_pty_round3.py.)"""
+"""``/compact`` and ``/undo-compaction`` in a real terminal: a preview with instructions writes
+nothing, and an undo with nothing to undo says so. (The status line while the circuit breaker
+waits is in test_pty_ui.py.)"""
 
 from __future__ import annotations
 
