@@ -60,19 +60,12 @@ class LedgerSource(Protocol):
     def counter_text(self, text: str) -> int: ...
 
 
-def ledger_of(
-    messages: Sequence[Message], source: LedgerSource, kept_from: int | None = None
-) -> str:
-    """The artifact ledger a compaction of ``messages`` carries ('' when there is none), within
-    its budget (:func:`~agentloop._core.facts.ledger_fit.ledger_budget`); ``kept_from``: where the
-    tail the compaction keeps verbatim starts."""
-    return render(fitted_ledger(messages, source, kept_from))
-
-
 def fitted_ledger(
     messages: Sequence[Message], source: LedgerSource, kept_from: int | None = None
 ) -> Ledger:
-    """The ledger :func:`ledger_of` renders, as structure."""
+    """The artifact ledger a compaction of ``messages`` carries, within its budget
+    (:func:`~agentloop._core.facts.ledger_fit.ledger_budget`); ``kept_from``: where the tail
+    the compaction keeps verbatim starts."""
     budget = ledger_budget(source.context_window)
     return ledger_fitted(
         messages, budget, source.counter_text, facts=source.tool_facts, kept_from=kept_from
@@ -85,8 +78,8 @@ def with_ledger(
     source: LedgerSource,
     kept_from: int | None = None,
 ) -> HookOutput:
-    """The preserved state of a compaction of ``messages``: the ledger (see :func:`ledger_of`),
-    then what the hooks rendered."""
+    """The preserved state of a compaction of ``messages``: the ledger (see
+    :func:`fitted_ledger`), then what the hooks rendered; the parts kept apart too."""
     ledger = fitted_ledger(messages, source, kept_from)
     text = render(ledger)
     if not text:
