@@ -50,6 +50,7 @@ from agentloop import (
 from agentloop._cli.main import main
 from agentloop._core.compaction.api_compaction import Carried, carried_message, carried_over
 from agentloop._core.compaction.summary import SUMMARIZER_SYSTEM
+from agentloop._core.values.carried import Pin
 from agentloop.integrations.tool_runner import RunnerCompaction
 from sessions import SessionStore, open_store
 
@@ -341,12 +342,16 @@ def test_a_runner_without_the_compaction_beta_is_refused_in_one_line(
 
 
 def test_what_an_earlier_carried_message_restated_is_restated_again() -> None:
-    # The second compaction summarizes the first one's carried message: its pins go on.
-    pin = {"type": "text", "text": "[pinned system message]\nnever edit vendor/\n\nnor dist/"}
-    first = carried_message(Carried("- ledger", (pin,), ()))
-    history = [Message.user("fix"), Message.assistant("ok"), Message.user("go"), first]
-    again = carried_over([*history, Message.assistant("done")], 5, "- ledger 2")
-    assert again.pinned == (pin,)
+    # The second compaction summarizes the first one's carried message: its pins go on, read
+    # from its parts, or from its text alone (a message stored before the parts were kept).
+    pin = Pin("system", "never edit vendor/\n\nnor dist/")
+    first = carried_message(Carried("- ledger", pinned=(pin,)))
+    assert "[pinned system message]\nnever edit vendor/" in first.text
+    text_alone = Message.system(first.content)
+    for carried in (first, text_alone):
+        history = [Message.user("fix"), Message.assistant("ok"), Message.user("go"), carried]
+        again = carried_over([*history, Message.assistant("done")], 5, "- ledger 2")
+        assert again.pinned == (pin,) and again.state == "- ledger 2"
 
 
 def test_a_compaction_the_caller_asks_for_at_the_end_carries_into_the_resumed_session(

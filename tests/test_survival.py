@@ -43,7 +43,7 @@ def test_the_targets_hold_on_the_corpus_after_5_successive_compactions() -> None
 
 
 def test_without_the_ledger_the_measure_sees_the_losses(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(preserved_state, "ledger_text", lambda *args, **kwargs: "")
+    monkeypatch.setattr(preserved_state, "ledger_fitted", lambda *args, **kwargs: Ledger())
     survival = bench_survival.measure(seeds=(1,), size=90, compactions=2)
     misses = " ".join(survival.misses())
     assert "commands" in misses and "todos" in misses and "errors" in misses
@@ -81,7 +81,7 @@ def _compacted(messages: list[Message]) -> tuple[list[Message], int, str]:
 def test_the_receipt_lists_what_a_compaction_left_out_with_a_search_that_finds_it(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(preserved_state, "ledger_text", lambda *args, **kwargs: "")
+    monkeypatch.setattr(preserved_state, "ledger_fitted", lambda *args, **kwargs: Ledger())
     messages = as_messages(coding_session(4, 120).messages)
     child, replaced, _ = _compacted(messages)
     shown = receipt(messages, replaced, child, default_tool_facts())

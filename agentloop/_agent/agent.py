@@ -39,6 +39,7 @@ from agentloop._core.compaction.results import (
 from agentloop._core.compaction_core import CompactionSettings
 from agentloop._core.measuring.context import CompactionDecision
 from agentloop._core.values.blocks import is_text, text_block
+from agentloop._core.values.carried import Carried
 from agentloop._core.values.messages import ContentBlock, Message
 from agentloop._core.values.model import AsyncModel, Model
 from agentloop._core.values.profile_table import profile_of
@@ -89,16 +90,20 @@ DEFAULT_INSTRUCTIONS_FRACTION = 0.10
 CARRIED_KEY = "carried_later"
 """The session metadata key of what the newest compaction carries and has not placed yet (the
 text blocks of its system message), so an exit before the next message loses none of it."""
+CARRIED_PARTS_KEY = "carried_later_parts"
+"""Beside it, the parts that text renders (``Carried.to_dict``): read back without its text."""
 
 
-def _carried_from_metadata(value: object) -> Message | None:
-    """The waiting carried message kept under :data:`CARRIED_KEY` (None: none, or not text)."""
+def _carried_from_metadata(value: object, parts: object = None) -> Message | None:
+    """The waiting carried message kept under :data:`CARRIED_KEY` (None: none, or not text),
+    with its parts (:data:`CARRIED_PARTS_KEY`) when they were kept."""
     if not isinstance(value, list) or not value:
         return None
     texts = [b.get("text") for b in value if isinstance(b, dict) and is_text(b)]
     if len(texts) != len(value) or not all(isinstance(t, str) and t for t in texts):
         return None
-    return Message.system(tuple(dict(text_block(str(t))) for t in texts))
+    blocks = tuple(dict(text_block(str(t))) for t in texts)
+    return Message("system", blocks, carried=Carried.from_dict(parts))
 
 
 def system_prompt(workspace: Path, instructions: str = "") -> str:
@@ -194,7 +199,7 @@ class CodingAgent:
                 self.recent_files = RecentFiles.from_dict(saved["recent_files"], space)
             if isinstance(saved.get("restored_files"), dict):
                 self.restored = RestoreReport.from_dict(saved["restored_files"])
-            waiting = _carried_from_metadata(saved.get(CARRIED_KEY))
+            waiting = _carried_from_metadata(saved.get(CARRIED_KEY), saved.get(CARRIED_PARTS_KEY))
         if restore_budget_tokens is None:
             restore_budget_tokens = int(context_window * DEFAULT_RESTORE_FRACTION)
         self.restorer = FileRestorer(
@@ -564,6 +569,8 @@ class CodingAgent:
             metadata["restored_files"] = self.restored.to_dict()
         later = self.compacter.later
         metadata[CARRIED_KEY] = None if later is None else list(later.content)  # None: removed
+        parts = None if later is None else later.carried
+        metadata[CARRIED_PARTS_KEY] = None if parts is None else parts.to_dict()
         if calibration is not None:
             metadata["calibration"] = calibration.to_dict()
         self.store.update_session(self.loop.session_id, metadata=metadata)

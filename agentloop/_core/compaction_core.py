@@ -6,10 +6,11 @@ own count when the model can count (``count_tokens``), else by the calibrated es
 result above the target is tightened (smaller tail, old content in the tail pruned, the carried
 request capped); one the API still counts at or above the trigger is not committed.
 
-Where the model offers on-demand compaction, ``summarize`` and ``auto`` let the API write the
-summary (``api_compaction.py``: the block first, the kept turns with their thinking); with
-another summarizer model, without the capability or when it fails, agentloop summarizes, and
-every history it edits itself loses the thinking the edit invalidated (``Job.finished``).
+Where the model offers on-demand compaction, the job offers the API's summary to the strategy
+(``api_compaction.py``: the block first, the kept turns with their thinking): ``summarize``
+takes it, ``auto`` once pruning has not reached the target; with another summarizer model,
+without the capability or when it fails, agentloop summarizes, and every history it edits
+itself loses the thinking the edit invalidated (``Job.finished``).
 
 Everything that touches the outside world (the summarizer model, the token count, the
 preserved-state hooks, the child's id, the clock) is an effect it yields; the local token
@@ -25,7 +26,7 @@ from typing import Any, cast
 
 from agentloop._core.compaction.api_compaction import (
     PREPARED_API_NOTE,
-    api_summary_steps,
+    OnDemandOffer,
     keeps_from,
     swapped_steps,
 )
@@ -369,28 +370,20 @@ class CompactionCore:
             split=cuts[0],
             smallest=cuts[1],
             state=hooks.state,
+            preserved=hooks,
             system=system,
             tools=tools,
             instructions=instructions,
+            api_summary=OnDemandOffer(
+                self.api_summary_available, self.summarizer, self.api_summary_max_tokens
+            ),
         )
         job.warnings.extend(hooks.warnings)
         built: Built | str | None = None
         if prepared is not None:
             built = yield from self._prepared_steps(job, prepared)
-        fallback = None
-        if built is None and strategy.api_summary and self.api_summary_available():
-            built = yield from api_summary_steps(
-                job, self.summarizer, max_tokens=self.api_summary_max_tokens()
-            )
-            fallback, built = (built, None) if isinstance(built, str) else (None, built)
-        if built is None:
+        if built is None:  # the strategy decides, the API's summary among its means
             built = yield from strategy.build(job)
-            if fallback is not None and not isinstance(built, str):
-                built.fallback = (
-                    f"{fallback}: agentloop compacted it itself instead"
-                    if built.fallback is None
-                    else f"{fallback}; {built.fallback}"
-                )
         if isinstance(built, str):
             if not decision.requested:  # one asked for never arms the breaker
                 self._breaker_until = self._pause(budget.before)

@@ -14,7 +14,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, cast
 
-from agentloop._core.compaction.api_compaction import API_SUMMARY
 from agentloop._core.compaction.effects import CallModel, Effect, SaveTransition, Steps
 from agentloop._core.compaction.results import (
     CompactionOutcome,
@@ -61,9 +60,10 @@ class CompactionDraft:
 
     @property
     def signed(self) -> bool:
-        """Whether the API wrote the summary (on-demand compaction): a signed block, which can
-        be shown and applied or asked for again, never edited."""
-        return self.transition.summary.strategy == API_SUMMARY
+        """Whether the API wrote the summary (on-demand compaction): the child opens with its
+        signed block, which can be shown and applied or asked for again, never edited."""
+        child = self.transition.compacted_messages
+        return bool(child) and child[0].is_compaction_only
 
     def apply(self) -> CompactionOutcome | None:
         """Write the child and continue in it, exactly as drafted (no model call)."""
@@ -137,8 +137,10 @@ class CompactionDrafts:
 
 def carried_ledger(transition: CompactionTransition, later: Message | None) -> str:
     """The ledger the compacted context carries, as it carries it ('' when none): in the
-    message that waits for the next user turn, else in the compacted context's opening."""
-    where = [later] if later is not None else list(transition.compacted_messages[:1])
+    message that waits for the next user turn, else in the one that ends the child (the API's
+    summary: its parts), else in the compacted context's opening."""
+    child = transition.compacted_messages
+    where = [later] if later is not None else child[-1:] if child[-1].carried else child[:1]
     found = find_ledger(where)
     return render(found) if found is not None else ""
 

@@ -220,7 +220,8 @@ class ConversationCompacter(CompactionCore):
             return [message]
         if self.profile.system_messages:
             return [message, later]
-        return [replace(message, content=(*message.content, *later.content), tokens=None)]
+        joined = (*message.content, *later.content)
+        return [replace(message, content=joined, tokens=None, carried=later.carried)]
 
     def discard_prepared(self, reason: str) -> None:
         """Throw the prepared summary (and what was spent on it) away, counted."""

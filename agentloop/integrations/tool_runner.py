@@ -58,9 +58,6 @@ if TYPE_CHECKING:
 
 __all__ = ["PREFIX_KEY", "RunnerCompaction"]
 
-CARRIED = "Context carried over from before the compaction (agentloop"
-"""How agentloop's carried message opens."""
-PINNED_SYSTEM = "[pinned system message]"
 PENDING_KEY = "runner_carried"
 """A session's metadata key for what its compaction carries while it waits for a user turn."""
 PREFIX_KEY = "runner_prefix"
@@ -363,7 +360,8 @@ class _Watch:
         if len(placed) == 2:  # a system message after the user turn
             param = _param(later)
             self.thread.append(param)
-            return self._convert(param, first=False)
+            self.converted[id(param)] = (param, later)  # read back as it is: with its parts
+            return later
         if tools is None:  # no system messages on this model, and no turn of ours to extend
             compacter.later = later
             return None
@@ -449,14 +447,13 @@ def _no_summarizer() -> Any:
 
 
 def _restated(message: Message) -> Message:
-    """A system message of the caller's (project instructions, a rule) as one whose text
-    the core restates after the compaction, as it restates a pinned message: the API's
-    summary drops what system messages said. agentloop's own carried message (restated from
-    its parts) and the runner's tool changes (the block records them) stay as they are."""
-    text = message.text
-    if message.role != "system" or not text.strip() or text.startswith(CARRIED):
+    """A system message of the caller's (project instructions, a rule) pinned, so the core
+    restates it after the compaction (the API's summary drops what system messages said).
+    agentloop's own carried message (the core restates it from its parts) and the runner's
+    tool changes (no text: the block records them) stay as they are."""
+    if message.role != "system" or not message.text.strip() or message.carried is not None:
         return message
-    return Message.system(f"{PINNED_SYSTEM}\n{text}")
+    return replace(message, pinned=True)
 
 
 def _usage(usage: Any) -> Usage:

@@ -16,6 +16,9 @@ The request is the conversation up to a cut (same model, system and tools) with
   on a model without them, as a text block at the end of that user message (not sent yet).
   When the history ends with a reply (``/compact`` between turns), it waits for the next user
   message (:meth:`~agentloop._loop.conversation_compacter.ConversationCompacter.carried`).
+  It is built as parts (:class:`~agentloop._core.values.carried.Carried`), rendered once
+  (:func:`render_carried`) and the message keeps them: the next compaction reads the parts
+  (:func:`carried_over`), and only a message stored as text alone is read (:func:`read_carried`).
 
 A loop that has the API summarize by itself (the SDK's tool runner, whose
 ``compact_before_next_turn()`` summarizes the whole history) gets the same record from
@@ -29,17 +32,23 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from agentloop._core.compaction.effects import CallModel, RunHooks, Steps, perform
 from agentloop._core.compaction.strategy import Budget, Built, Job, Meter
 from agentloop._core.compaction.summary import SUMMARIZER_SYSTEM
 from agentloop._core.cutting.cut_and_prune import Split
-from agentloop._core.cutting.prefix import carried_blocks
+from agentloop._core.cutting.prefix import STATE_CLOSE, STATE_OPEN, carried_blocks
+from agentloop._core.facts.ledger import render
 from agentloop._core.facts.preserved_state import with_ledger
 from agentloop._core.measuring.context import CompactionDecision
 from agentloop._core.values.blocks import is_text, text_block
+from agentloop._core.values.carried import CARRIED_OPEN as CARRIED_OPEN  # re-exported
+from agentloop._core.values.carried import PINNED_MARK as PINNED_MARK
+from agentloop._core.values.carried import Carried as Carried
+from agentloop._core.values.carried import Pin, PinRole
+from agentloop._core.values.ledger_values import Ledger
 from agentloop._core.values.messages import (
     COMPACTION,
     ContentBlock,
@@ -72,16 +81,15 @@ PREPARED_API_NOTE = (
 )
 SUMMARY_ROOM = 4
 """A compaction request leaves ``max_tokens // SUMMARY_ROOM`` of the window for the summary."""
-CARRIED_OPEN = (
-    "Context carried over from before the compaction (agentloop; not a new request from the "
-    "user). The complete original history is kept in the parent session; when a search_history "
-    "tool is offered, use it to look up any earlier detail the summary leaves out instead of "
-    "guessing."
-)
-PINNED_MARK = "[pinned {role} message]"
 REQUEST_MARK = "[the user's latest request, verbatim]"
-_PARTS = re.compile(r"\n\n(?=\[pinned |" + re.escape(REQUEST_MARK) + ")")
-"""Where a carried message's text opens a pinned message or the latest request."""
+_MARK_OPEN, _, _MARK_CLOSE = PINNED_MARK.partition("{role}")
+_PARTS = re.compile(r"\n\n(?=" + re.escape(_MARK_OPEN) + "|" + re.escape(REQUEST_MARK) + ")")
+"""Where a carried message's text opens a pinned message or the latest request (read only by
+:func:`read_carried`, for a carried message stored as text alone)."""
+_PIN = re.compile(
+    re.escape(_MARK_OPEN) + "(?P<role>user|assistant|system)" + re.escape(_MARK_CLOSE) + "\n"
+)
+_ROLES: dict[str, PinRole] = {"user": "user", "assistant": "assistant", "system": "system"}
 
 
 def api_instructions(standing: str, instructions: str | None) -> str:
@@ -184,77 +192,89 @@ def response_usage(response: ModelResponse) -> Usage:
     return response.usage
 
 
-@dataclass(frozen=True, slots=True)
-class Carried:
-    """What a compaction carries over besides the block: the hooks' state, pinned messages
-    (as text blocks) and the latest request when it was summarized."""
-
-    state: str = ""
-    pinned: tuple[ContentBlock, ...] = ()
-    request: tuple[ContentBlock, ...] = ()
-
-    def __bool__(self) -> bool:
-        return bool(self.state.strip() or self.pinned or self.request)
-
-
 def carried_text(state: str, *, pinned: Sequence[str] = (), request: str = "") -> str:
     """The text of the message a compaction appends after the newest user turn: the
     preserved state (what the hooks rendered; the artifact ledger joins here), pinned
     messages and the latest request. One function, so every part lands in the same message."""
     parts = [CARRIED_OPEN]
     if state.strip():
-        parts.append(f"<preserved-state>\n{state.strip()}\n</preserved-state>")
+        parts.append(f"{STATE_OPEN}\n{state.strip()}\n{STATE_CLOSE}")
     parts.extend(pinned)
     if request.strip():
         parts.append(f"{REQUEST_MARK}\n{request.strip()}")
     return "\n\n".join(parts)
 
 
+def render_carried(carried: Carried) -> str:
+    """The one rendering of ``carried``: the ledger first in the preserved state (as
+    ``with_ledger`` joins them), each pin under its mark, the request last."""
+    ledger = "" if carried.ledger is None else render(carried.ledger)
+    state = carried.state
+    if ledger:
+        state = f"{ledger}\n\n{state}" if state.strip() else ledger
+    pins = [f"{pin.mark}\n{pin.text}" for pin in carried.pinned]
+    return carried_text(state, pinned=pins, request=carried.request)
+
+
 def _as_text(blocks: Sequence[ContentBlock]) -> str:
     return "\n".join(str(b.get("text", "")) for b in blocks if is_text(b))
 
 
-def carried_over(msgs: Sequence[Message], cut: int, state: str) -> Carried:
-    """What ``msgs[:cut]`` holds that must be carried: pinned messages (those an earlier
-    carried message restated too) and the latest request if it is not kept."""
-    pinned: list[ContentBlock] = []
-    request: tuple[ContentBlock, ...] = ()
+def read_carried(message: Message) -> Carried | None:
+    """The parts of a carried message that holds only its text (None for any other message):
+    the one reader of that text, for a history stored before the parts were kept beside it, or
+    kept as API dicts. Only the pins and the request are read: the state is made anew."""
+    if message.role == "assistant" or message.carried is not None:
+        return None
+    texts = [str(b.get("text", "")) for b in message.content if is_text(b)]
+    found = next((t for t in reversed(texts) if t.startswith(CARRIED_OPEN)), None)
+    if found is None:
+        return None
+    pinned: list[Pin] = []
+    request = ""
+    for part in _PARTS.split(found):
+        mark = _PIN.match(part)
+        if mark is not None:
+            pinned.append(Pin(_ROLES[mark["role"]], part[mark.end() :]))
+        elif part.startswith(REQUEST_MARK):
+            request = part[len(REQUEST_MARK) :].strip()
+    return Carried(pinned=tuple(pinned), request=request)
+
+
+def carried_over(
+    msgs: Sequence[Message], cut: int, state: str, ledger: Ledger | None = None
+) -> Carried:
+    """What a compaction that summarizes ``msgs[:cut]`` carries: the hooks' ``state`` and the
+    ``ledger``; pinned messages (the caller's instructions among them: pinned system messages)
+    and those an earlier carried message restated; the latest request if it is not kept."""
+    pinned: list[Pin] = []
+    request = ""
     for message in msgs[:cut]:
-        if message.role == "system":  # an earlier carried message: its pins and request
-            # (``carried_text`` wrote them as paragraphs of one text: each is read back)
-            parts = (p for b in message.content for p in _PARTS.split(str(b.get("text", ""))))
-            for text in parts:
-                if text.startswith("[pinned "):
-                    pinned.append(dict(text_block(text)))
-                elif text.startswith(REQUEST_MARK):
-                    request = (dict(text_block(text[len(REQUEST_MARK) :].strip())),)
+        earlier = message.carried if message.carried is not None else read_carried(message)
+        if earlier is not None:  # an earlier compaction's: its pins and request go on
+            pinned.extend(earlier.pinned)
+            request = earlier.request or request
         elif message.pinned:
-            body = _as_text(carried_blocks(message))
-            mark = PINNED_MARK.format(role=message.role)
-            pinned.append(dict(text_block(f"{mark}\n{body}")))
+            pinned.append(Pin(message.role, _as_text(carried_blocks(message))))
     index = latest_request_index(msgs)
     if index is not None and (index >= cut or msgs[index].pinned):
-        request = ()  # kept verbatim, or carried as a pinned message
+        request = ""  # kept verbatim, or carried as a pinned message
     elif (found := latest_user_request(msgs)) is not None:
-        request = tuple(carried_blocks(found))
-    return Carried(state, tuple(pinned), request)
+        request = _as_text(carried_blocks(found))
+    return Carried(state, ledger, tuple(pinned), request)
 
 
 def carried_message(carried: Carried) -> Message:
-    """The mid-conversation system message that carries ``carried``."""
-    text = carried_text(
-        carried.state,
-        pinned=[str(b.get("text", "")) for b in carried.pinned],
-        request=_as_text(carried.request),
-    )
-    return Message.system(text)
+    """The mid-conversation system message that carries ``carried`` (its text rendered once,
+    the parts kept with it)."""
+    return Message("system", (dict(text_block(render_carried(carried))),), carried=carried)
 
 
 def with_carried(messages: list[Message], carried: Carried, system_messages: bool) -> list[Message]:
     """``messages`` (ending with the newest user turn, not sent yet) followed by what is
     carried: a system message where the model reads them (its profile's ``system_messages``),
-    else a text block at the end of that user message. Unchanged when nothing is carried or
-    no user turn ends them."""
+    else a text block at the end of that user message (which then holds the parts). Unchanged
+    when nothing is carried or no user turn ends them."""
     if not carried or not messages or messages[-1].role not in ("user", "system"):
         return messages
     message = carried_message(carried)
@@ -263,8 +283,14 @@ def with_carried(messages: list[Message], carried: Carried, system_messages: boo
     last = messages[-1]
     if last.role != "user":  # a system message the model does not read: left as it is
         return messages
-    joined = replace(last, content=(*last.content, *message.content), tokens=None)
+    joined = replace(last, content=(*last.content, *message.content), tokens=None, carried=carried)
     return [*messages[:-1], joined]
+
+
+def job_carried(job: Job) -> tuple[str, Ledger | None]:
+    """What the hooks rendered for ``job`` and its ledger (the state as one text, no ledger
+    apart, when the job was given no parts)."""
+    return job.preserved.parts if job.preserved is not None else (job.state, None)
 
 
 def api_child(
@@ -340,6 +366,28 @@ def api_summary_steps(
     return (yield from swapped_steps(job, cut, block))
 
 
+class OnDemandOffer:
+    """The API's own summary as the core offers it to a job (:meth:`Job.api_summary`): whether
+    the model writes one is asked only when a strategy wants it (``available``: asked once,
+    remembered by the core), and ``max_tokens`` is the summary's room."""
+
+    def __init__(
+        self,
+        available: Callable[[], bool],
+        summarizer: Model | AsyncModel | None,
+        max_tokens: Callable[[], int],
+    ) -> None:
+        self._available = available
+        self._summarizer = summarizer
+        self._max_tokens = max_tokens
+
+    def available(self) -> bool:
+        return self._available()
+
+    def __call__(self, job: Job) -> Steps[Built | str]:
+        return api_summary_steps(job, self._summarizer, max_tokens=self._max_tokens())
+
+
 def request_over_window(job: Job, cut: int, max_tokens: int) -> str | None:
     """Why a compaction request of ``job.msgs[:cut]`` would not fit the window (the docs:
     compact before the conversation outgrows it), by agentloop's own count (the API's figure of
@@ -360,7 +408,7 @@ def swapped_steps(
     job: Job, cut: int, block: ContentBlock, *, prepared: bool = False
 ) -> Steps[Built]:
     """The child of ``block`` (a summary of ``job.msgs[:cut]``), validated and measured."""
-    carried = carried_over(job.msgs, cut, job.state)
+    carried = carried_over(job.msgs, cut, *job_carried(job))
     child = api_child(job.msgs, cut, block, carried, job.meter.profile.system_messages)
     validate_messages(child, allow_pending_tool_use=False)
     measured = yield from job.measure(child, job.local(child))
@@ -400,6 +448,7 @@ def adopted_steps(
         split=split,
         smallest=split,
         state=hooks.state,
+        preserved=hooks,
         system=system,
         tools=tools,
     )

@@ -3,11 +3,13 @@
 A strategy says what it keeps (:meth:`Strategy.max_tail_messages`), what it asks the model
 (:meth:`Strategy.edit`, for a strategy the API runs) and builds its result through a
 :class:`Job` (:meth:`Strategy.build`), which measures every candidate. The compaction hands it
-a job that calls the summarizer and counts with the API; the preview (``plan.py``) hands it a
-:class:`PreviewJob` that does neither, so both follow the same steps under the same budget.
+a job that calls the summarizer and counts with the API, and offers the API's own summary where
+the model writes one (:meth:`Job.api_summary`: the strategy decides whether and when to use it);
+the preview (``plan.py``) hands it a :class:`PreviewJob` that does neither, so both follow the
+same steps under the same budget.
 
 Adding a strategy: a module with one class and its name in ``BUILTIN`` of
-``compaction_core.py`` (or :func:`register` from your own code).
+``strategies/__init__.py`` (or :func:`register` from your own code).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from agentloop._core.cutting.cut_and_prune import (
     choose_tail_start,
     unbound_thinking,
 )
-from agentloop._core.facts.preserved_state import PreservedStateHook
+from agentloop._core.facts.preserved_state import HookOutput, PreservedStateHook
 from agentloop._core.measuring.context import CompactionDecision, ContextUsage
 from agentloop._core.values.messages import Message, Usage, validate_messages
 from agentloop._core.values.model import AsyncModel, Model, ModelRequest, ServerCompaction
@@ -155,6 +157,18 @@ class Built:
     message to append after the next user message (see ``api_compaction.py``)."""
 
 
+class ApiSummary(Protocol):
+    """The API's own summary (on-demand compaction) as the core offers it to a job: asked
+    whether it is available only when a strategy wants it (``api_compaction.OnDemandOffer``)."""
+
+    def available(self) -> bool: ...
+
+    def __call__(self, job: Job) -> Steps[Built | str]: ...
+
+
+NOT_OFFERED = "the API does not write summaries here"
+
+
 @dataclass(frozen=True, slots=True)
 class WholeSummary:
     text: str
@@ -180,6 +194,8 @@ class Job:
         system: str,
         tools: Sequence[dict[str, Any]],
         instructions: str | None = None,
+        api_summary: ApiSummary | None = None,
+        preserved: HookOutput | None = None,
     ) -> None:
         self.meter = meter
         self.settings = meter.settings
@@ -189,12 +205,29 @@ class Job:
         self.split = split
         self.smallest = smallest
         self.state = state
+        """The preserved state as the compacted context's opening renders it (ledger first)."""
+        self.preserved = preserved
+        """The same in parts (what the hooks rendered, the ledger), when the job has them."""
         self.system = system
         self.tools = tools
         self.instructions = instructions
         self.warnings: list[str] = []
         self.notes: list[str] = []
         self.spent: list[Usage] = []
+        self._api_summary = api_summary
+
+    @property
+    def offers_api_summary(self) -> bool:
+        """Whether the API can write this compaction's summary (the model offers on-demand
+        compaction and no other model is to summarize)."""
+        return self._api_summary is not None and self._api_summary.available()
+
+    def api_summary(self) -> Steps[Built | str]:
+        """The compaction by the API's own summary (the block first, the kept turns with their
+        thinking), measured; or why there is none (the strategy then compacts itself)."""
+        if self._api_summary is None or not self._api_summary.available():
+            return NOT_OFFERED
+        return (yield from self._api_summary(self))
 
     def local(self, candidate: Sequence[Message]) -> int:
         """The local estimate of a whole candidate request (no API figure in it)."""
@@ -364,7 +397,8 @@ class Strategy(Protocol):
     prepares: bool
     """A summary prepared in the background can stand for this strategy's result."""
     api_summary: bool
-    """Where the model offers it, the API writes the summary (on-demand compaction)."""
+    """Its :meth:`build` asks for the API's summary where the job offers it
+    (:meth:`Job.api_summary`), so a summary prepared ahead is the API's too."""
     summarizes: bool
     """Uses the summarizer model (a compacter without one is told so)."""
 

@@ -25,6 +25,7 @@ from agentloop._core.values.blocks import (
     to_json,
     tool_result_text,
 )
+from agentloop._core.values.carried import PINNED_MARK
 from agentloop._core.values.messages import ContentBlock, Message, PrefixParam, SummaryInfo, Usage
 from agentloop._core.values.shorten import cut_middle
 
@@ -50,7 +51,11 @@ _INTRO = re.compile(
 STATE_OPEN = "<preserved-state>"
 STATE_CLOSE = "</preserved-state>"
 PINNED_HEADING = "Pinned messages, kept verbatim:"
-_PINNED_MARK = re.compile(r"^\[pinned (user|assistant) message\]$")
+_PINNED_MARK = re.compile(
+    "^" + re.escape(PINNED_MARK).replace(re.escape("{role}"), "(user|assistant)") + "$"
+)
+"""A pinned message's mark as :data:`PINNED_MARK` writes it (read by the one reader of a
+prefix kept as text alone)."""
 REQUEST_HEADING = "The user's latest request, verbatim:"
 REQUEST_CUT = (
     "[... {count:,} characters of this request are left out here: the summary above covers "
@@ -161,7 +166,7 @@ def render_prefix(info: SummaryInfo, state: str = "") -> tuple[ContentBlock, ...
     if info.pinned:
         blocks.append(dict(text_block(PINNED_HEADING)))
         for message in info.pinned:
-            blocks.append(dict(text_block(f"[pinned {message.role} message]")))
+            blocks.append(dict(text_block(PINNED_MARK.format(role=message.role))))
             blocks.extend(carried_blocks(message))
     if info.request is not None:
         blocks.append(dict(text_block(REQUEST_HEADING)))

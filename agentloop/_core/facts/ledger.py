@@ -3,9 +3,9 @@
 Files created, modified and read (and whether each changed since the model last saw it),
 commands run with how they ended, the last failing tests and error lines, the todo list, and the
 user's own requests in their words. :func:`derive` replays a history's tool calls and results on
-top of the ledger an earlier compaction left in it (:func:`find_ledger` reads it back from the
-text, wherever it travelled: the prefix's preserved state, or a message appended after kept
-turns), so a file read three compactions ago is still listed. :func:`render` writes it
+top of the ledger an earlier compaction left in it (:func:`find_ledger`: the one a carried
+message holds as structure, or one read back from the prefix's preserved state), so a file
+read three compactions ago is still listed. :func:`render` writes it
 byte-stable: the same facts in the same order give the same bytes, and :func:`parse` reads
 those bytes back to the same ledger.
 
@@ -17,12 +17,16 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from dataclasses import replace
+from typing import Any
 
 from agentloop._core.cutting.cut_and_prune import PRUNED_MARKER
+from agentloop._core.cutting.prefix import STATE_OPEN
 from agentloop._core.values.blocks import is_text, is_tool_result, is_tool_use, tool_result_text
+from agentloop._core.values.carried import CARRIED_OPEN
+from agentloop._core.values.ledger_values import CommandFact, FileFact, Last, Ledger
 from agentloop._core.values.messages import Message
+from agentloop._core.values.shorten import one_line
 from agentloop._core.values.tool_facts import CommandRan, FileTouched, ToolCall, ToolFact, ToolFacts
 
 __all__ = [
@@ -48,74 +52,6 @@ _HEAD = (
 REQUEST_CHARS = 400
 """A request longer than this is shown by its head, with a search that finds the rest."""
 COMMAND_CHARS = 240
-
-Last = Literal["read", "written", "edited", "partial", "deleted"]
-
-
-@dataclass(frozen=True, slots=True)
-class FileFact:
-    """One path a tool touched: what was done to it, and what was done last."""
-
-    path: str
-    created: bool = False
-    modified: bool = False
-    read: bool = False
-    last: Last = "read"
-
-    @property
-    def state(self) -> str:
-        """Whether the content the model last saw in full is still current (as far as the
-        tools know)."""
-        if self.last == "read":
-            return "unchanged since read"
-        if self.last == "written":
-            return "unchanged since written"
-        if self.last == "partial":
-            return "partly read"
-        if self.last == "deleted":
-            return "deleted"
-        return "changed since read" if self.read else ""
-
-
-@dataclass(frozen=True, slots=True)
-class CommandFact:
-    """A command line, how its latest run ended (``exit 0``, ``ok``, ``timed out``...), and
-    how many runs the ledger has replayed (repeats are folded into one line)."""
-
-    command: str
-    outcome: str
-    runs: int = 1
-
-    @property
-    def failed(self) -> bool:
-        return self.outcome not in ("exit 0", "ok")
-
-
-@dataclass(frozen=True, slots=True)
-class Ledger:
-    """The ledger's facts. Files newest first; commands, errors and requests oldest first."""
-
-    files: tuple[FileFact, ...] = ()
-    commands: tuple[CommandFact, ...] = ()
-    errors: tuple[str, ...] = ()
-    failing: tuple[str, ...] = ()
-    """The failing tests of the newest failing test run (cleared when it passes again)."""
-    failing_command: str = ""
-    todos: tuple[tuple[str, str], ...] = ()
-    """``(status, content)`` of the latest todo list."""
-    requests: tuple[str, ...] = ()
-    omitted: Mapping[str, int] = field(default_factory=dict)
-    """How many entries of each section the budget left out (they stay searchable)."""
-    hints: Mapping[str, str] = field(default_factory=dict)
-    """Per section with entries left out: the search that finds them."""
-    counted_through: str = ""
-    """The id of the last tool call whose run the commands' counts include: a later replay
-    of the same calls (kept turns, a pruned history) counts none of them twice."""
-
-    @property
-    def empty(self) -> bool:
-        return not (self.files or self.commands or self.errors or self.todos or self.requests)
-
 
 _SHORTENED = re.compile(r' \[… [\d,]+ more characters: search_history "[^"]*"\]$')
 _QUERY_WORD = re.compile(r"[A-Za-z][A-Za-z0-9_]{2,}")
@@ -145,11 +81,6 @@ def shorten_request(text: str, limit: int = REQUEST_CHARS) -> str:
     head = text[: limit - 100].rstrip()
     more = len(text) - len(head)
     return f'{head} [… {more:,} more characters: search_history "{query_words(text)}"]'
-
-
-def _one_line(text: str, limit: int) -> str:
-    line = " ".join(text.split())
-    return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
 # -- replaying a history --------------------------------------------------------------------
@@ -197,7 +128,7 @@ class _Builder:
         )
 
     def command(self, ran: CommandRan, pruned: bool, kept: bool, counts: bool) -> None:
-        command = _one_line(ran.command, COMMAND_CHARS)
+        command = one_line(ran.command, COMMAND_CHARS)
         old = self.commands.get(command)
         if kept and old is None:
             return  # the kept tail shows it verbatim
@@ -224,7 +155,7 @@ class _Builder:
             elif isinstance(fact, CommandRan):
                 self.command(fact, pruned, kept, counts and not kept)
             else:
-                self.todos = tuple((s, _one_line(c, 300)) for s, c in fact.items)
+                self.todos = tuple((s, one_line(c, 300)) for s, c in fact.items)
 
     def request(self, text: str) -> None:
         if text.strip():
@@ -269,6 +200,12 @@ def calls(messages: Sequence[Message]) -> Iterator[tuple[int, ToolCall]]:
                     yield index, ToolCall(call[0], call[1], text, is_error, call_id)
 
 
+def is_ours(text: str) -> bool:
+    """Whether a user message's text block is agentloop's own carried state (the preserved
+    state, a ledger, a carried context joined to the turn), which no person said."""
+    return LEDGER_OPEN in text or text.startswith((STATE_OPEN, CARRIED_OPEN))
+
+
 PRUNED_PREFIX = PRUNED_MARKER.partition(":")[0]
 
 
@@ -310,8 +247,7 @@ def derive(
         for block in message.content:
             if is_text(block):
                 text = str(block.get("text", ""))
-                # agentloop's own carried state is no request, whatever its role
-                if LEDGER_OPEN not in text and not text.startswith("<preserved-state>"):
+                if not is_ours(text):
                     builder.request(text)
     return builder.ledger()
 
@@ -452,10 +388,15 @@ def _read_file(line: str) -> FileFact:
 
 
 def find_ledger(messages: Iterable[Message]) -> Ledger | None:
-    """The newest ledger a compaction left in ``messages`` (in text blocks of messages that are
-    not tool results: a file the agent read that holds a ledger is not one)."""
+    """The newest ledger a compaction left in ``messages``: the one a carried message holds as
+    structure (``Message.carried``), else one rendered into a text block (the compaction
+    prefix's preserved state, a history kept as text alone) read back by :func:`parse`; never
+    one inside a tool result (a file the agent read that holds a ledger is not one)."""
     found: Ledger | None = None
     for message in messages:
+        if message.carried is not None:
+            found = message.carried.ledger or found
+            continue
         for block in message.content:
             if is_text(block) and LEDGER_OPEN in str(block.get("text", "")):
                 found = parse(str(block.get("text", ""))) or found

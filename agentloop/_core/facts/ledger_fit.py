@@ -29,7 +29,7 @@ from agentloop._core.facts.ledger import (
 from agentloop._core.values.messages import Message
 from agentloop._core.values.tool_facts import ToolFacts
 
-__all__ = ["ledger_budget", "ledger_text", "within"]
+__all__ = ["ledger_budget", "ledger_fitted", "ledger_text", "within"]
 
 _SHARE = {"Commands": 2, "Files": 1}
 """How the searches' room is shared, in thirds: the commands and paths cut are each found by
@@ -217,4 +217,17 @@ def ledger_text(
     kept_from: int | None = None,
 ) -> str:
     """The rendered ledger of ``messages`` within ``budget_tokens`` ('' when there is none)."""
-    return render(within(derive(messages, facts=facts, kept_from=kept_from), budget_tokens, count))
+    fitted = ledger_fitted(messages, budget_tokens, count, facts=facts, kept_from=kept_from)
+    return render(fitted)
+
+
+def ledger_fitted(
+    messages: Sequence[Message],
+    budget_tokens: int,
+    count: Callable[[str], int] = _tokens,
+    *,
+    facts: ToolFacts | None = None,
+    kept_from: int | None = None,
+) -> Ledger:
+    """The ledger of ``messages`` within ``budget_tokens``, as structure."""
+    return within(derive(messages, facts=facts, kept_from=kept_from), budget_tokens, count)

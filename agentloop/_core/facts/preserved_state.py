@@ -14,7 +14,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from agentloop._core.facts.ledger_fit import ledger_budget, ledger_text
+from agentloop._core.facts.ledger import render
+from agentloop._core.facts.ledger_fit import ledger_budget, ledger_fitted
+from agentloop._core.values.ledger_values import Ledger
 from agentloop._core.values.messages import Message
 from agentloop._core.values.tool_facts import ToolFacts
 
@@ -38,6 +40,15 @@ class HookOutput:
     warnings: tuple[str, ...] = ()
     sections: tuple[str, ...] = ()
     """The names of the hooks that gave state."""
+    ledger: Ledger | None = None
+    """The artifact ledger that opens ``state`` (:func:`with_ledger`), as structure."""
+    hooks_state: str | None = None
+    """What the hooks rendered, when the ledger opens ``state`` (None: ``state`` is theirs)."""
+
+    @property
+    def parts(self) -> tuple[str, Ledger | None]:
+        """What the hooks rendered, and the ledger (a carried context holds them apart)."""
+        return (self.state if self.hooks_state is None else self.hooks_state), self.ledger
 
 
 class LedgerSource(Protocol):
@@ -49,14 +60,14 @@ class LedgerSource(Protocol):
     def counter_text(self, text: str) -> int: ...
 
 
-def ledger_of(
+def fitted_ledger(
     messages: Sequence[Message], source: LedgerSource, kept_from: int | None = None
-) -> str:
-    """The artifact ledger a compaction of ``messages`` carries ('' when there is none), within
-    its budget (:func:`~agentloop._core.facts.ledger_fit.ledger_budget`); ``kept_from``: where the
-    tail the compaction keeps verbatim starts."""
+) -> Ledger:
+    """The artifact ledger a compaction of ``messages`` carries, within its budget
+    (:func:`~agentloop._core.facts.ledger_fit.ledger_budget`); ``kept_from``: where the tail
+    the compaction keeps verbatim starts."""
     budget = ledger_budget(source.context_window)
-    return ledger_text(
+    return ledger_fitted(
         messages, budget, source.counter_text, facts=source.tool_facts, kept_from=kept_from
     )
 
@@ -67,10 +78,12 @@ def with_ledger(
     source: LedgerSource,
     kept_from: int | None = None,
 ) -> HookOutput:
-    """The preserved state of a compaction of ``messages``: the ledger (see :func:`ledger_of`),
-    then what the hooks rendered."""
-    text = ledger_of(messages, source, kept_from)
+    """The preserved state of a compaction of ``messages``: the ledger (see
+    :func:`fitted_ledger`), then what the hooks rendered; the parts kept apart too."""
+    ledger = fitted_ledger(messages, source, kept_from)
+    text = render(ledger)
     if not text:
         return hooks
     state = f"{text}\n\n{hooks.state}" if hooks.state.strip() else text
-    return HookOutput(state, hooks.warnings, (LEDGER_SECTION, *hooks.sections))
+    sections = (LEDGER_SECTION, *hooks.sections)
+    return HookOutput(state, hooks.warnings, sections, ledger=ledger, hooks_state=hooks.state)

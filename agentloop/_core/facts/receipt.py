@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from agentloop._core.facts.ledger import TODO_MARKS, calls, is_pruned
+from agentloop._core.facts.ledger import TODO_MARKS, calls, is_ours, is_pruned
 from agentloop._core.values.blocks import (
     is_compaction,
     is_text,
@@ -27,6 +27,7 @@ from agentloop._core.values.blocks import (
     tool_result_text,
 )
 from agentloop._core.values.messages import Message
+from agentloop._core.values.shorten import one_line
 from agentloop._core.values.tool_facts import CommandRan, FileTouched, ToolFacts
 
 __all__ = [
@@ -79,10 +80,6 @@ class Fact:
         return " → ".join(self.needles)
 
 
-def _one_line(text: str) -> str:
-    return " ".join(text.split())
-
-
 _COMMON = frozenset({"src", "app", "tests", "test", "the", "and", "for", "not", "such"})
 """Words that most outputs hold (with every short lowercase word): a search cuts its excerpt
 around the first word it finds, so a common one would put the excerpt elsewhere."""
@@ -122,10 +119,7 @@ def _requests(message: Message) -> list[str]:
     return [
         str(b.get("text", ""))
         for b in message.content
-        if is_text(b)
-        and str(b.get("text", "")).strip()
-        and "<ledger>" not in str(b.get("text", ""))
-        and not str(b.get("text", "")).startswith("<preserved-state>")
+        if is_text(b) and str(b.get("text", "")).strip() and not is_ours(str(b.get("text", "")))
     ]
 
 
@@ -174,7 +168,7 @@ def span_and_undeclared(
                 if inside:
                     add("paths", (fact.path,), fact.path)
             elif isinstance(fact, CommandRan):
-                command = _one_line(fact.command)
+                command = one_line(fact.command)
                 if not pruned:
                     outcomes[command] = fact.outcome
                 if inside:
@@ -185,7 +179,7 @@ def span_and_undeclared(
                         for line in fact.errors:
                             add("errors", (line,), _findable(line, flat, low))
             else:
-                todos = {_one_line(c): s for s, c in fact.items}
+                todos = {one_line(c): s for s, c in fact.items}
                 if inside:
                     span_todos.update(todos)
     for command in commands:
@@ -195,7 +189,7 @@ def span_and_undeclared(
             add("todos", (f"{TODO_MARKS.get(todos[content], '[ ]')} {content}",), content)
     for message in history[start:end]:
         for text in _requests(message):
-            words = _one_line(text)
+            words = one_line(text)
             add("requests", (words[:REQUEST_HEAD].rstrip(),), _query(words))
             if len(words) <= TYPED_MAX:
                 tokens = words.split()
@@ -238,7 +232,7 @@ def context_text(messages: Sequence[Message], *, without: Iterable[str] = ()) ->
     for removed in without:
         if removed.strip():
             text = text.replace(removed.strip(), "")
-    return Context(text, _one_line(text))
+    return Context(text, one_line(text))
 
 
 def _term_char(char: str) -> bool:
@@ -268,7 +262,7 @@ def present(fact: Fact, context: Context) -> bool:
     """Whether ``context`` holds ``fact``: its one needle anywhere (whitespace collapsed), or
     all its needles on one line (a command with its outcome)."""
     if len(fact.needles) == 1:
-        return _one_line(fact.needles[0]) in context.flat
+        return one_line(fact.needles[0]) in context.flat
     first, rest = fact.needles[0], fact.needles[1:]
     text = context.text
     at = text.find(first)
@@ -347,8 +341,7 @@ def undeclared_line(undeclared: Mapping[str, int]) -> str:
 
 
 def _short(text: str, limit: int = 100) -> str:
-    text = _one_line(text)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return one_line(text, limit)
 
 
 def receipt(

@@ -1,12 +1,13 @@
 """Strategy ``auto`` (the default): prune old tool outputs first, and summarize only when
-pruning alone does not reach the target."""
+pruning alone does not reach the target: by the API's own summary where the job offers it,
+else agentloop's (strategy ``summarize``'s steps)."""
 
 from __future__ import annotations
 
 from agentloop._core.compaction.effects import Steps
 from agentloop._core.compaction.strategy import BaseStrategy, Built, Job
 from agentloop._core.strategies.strategy_prune import prune_steps
-from agentloop._core.strategies.strategy_summary import summary_steps
+from agentloop._core.strategies.strategy_summary import summarized_steps
 
 
 class AutoStrategy(BaseStrategy):
@@ -19,5 +20,4 @@ class AutoStrategy(BaseStrategy):
         pruned = yield from prune_steps(job, settle=True)
         if pruned is not None:
             return pruned
-        built: Built = yield from summary_steps(job)
-        return built
+        return (yield from summarized_steps(job))

@@ -3,9 +3,12 @@ message stays (the conversation keeps its shape), the newest exchange is untouch
 
 from __future__ import annotations
 
+from agentloop._core.compaction.api_compaction import carried_message, job_carried, with_carried
 from agentloop._core.compaction.effects import Steps
 from agentloop._core.compaction.strategy import BaseStrategy, Built, Job
 from agentloop._core.cutting.cut_and_prune import prune_tool_outputs, with_state
+from agentloop._core.values.carried import Carried
+from agentloop._core.values.messages import Message
 
 NOTHING_TO_PRUNE = "nothing to prune: no old tool output, input or image is large enough"
 
@@ -32,13 +35,26 @@ def prune_steps(job: Job, *, settle: bool) -> Steps[Built | None]:
         # Pruning that replaced nothing is no compaction, whatever the figures say.
         if all(p.content is m.content for p, m in zip(so_far, msgs, strict=True)):
             continue
-        pruned = with_state(so_far, job.state)
+        pruned, later = placed_state(job, so_far)
         local = job.local(pruned)
         if settle and job.estimate(pruned, local) > target * 1.2:
             break
         pruned, measured = yield from job.finished(pruned)
         if not settle or measured.tokens <= target:
-            result = Built(pruned, measured, "prune", "old tool outputs were pruned")
+            result = Built(pruned, measured, "prune", "old tool outputs were pruned", later=later)
         if measured.tokens <= target:
             break
     return result
+
+
+def placed_state(job: Job, pruned: list[Message]) -> tuple[list[Message], Message | None]:
+    """The preserved state placed in a pruned history: into its first message; but in a
+    history the API's summary opens (a signed block, never edited) in a message appended
+    after the newest user turn, as the API's own compaction carries it, or waiting for the
+    next user turn (returned) when the history ends with a reply."""
+    if not (pruned and pruned[0].is_compaction_only):
+        return with_state(pruned, job.state), None
+    carried = Carried(*job_carried(job))
+    placed = with_carried(pruned, carried, job.meter.profile.system_messages)
+    waits = bool(carried) and placed[-1].role == "assistant"
+    return placed, carried_message(carried) if waits else None

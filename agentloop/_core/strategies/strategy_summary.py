@@ -1,7 +1,9 @@
-"""Strategy ``summarize``: one summary of the whole history, then the verbatim tail chosen
-within the budget. Tightening drops tail (the planned tail; then old content in it pruned and
-the carried request capped; then the smallest tail), never asks again, except that a summary
-too long for the compaction to help is asked for once more, shorter."""
+"""Strategy ``summarize``: the API's own summary where the job offers it (on-demand
+compaction: the block first, the kept turns with their thinking); else, or when it fails,
+agentloop's: one summary of the whole history, then the verbatim tail chosen within the
+budget. Tightening drops tail (the planned tail; then old content in it pruned and the carried
+request capped; then the smallest tail), never asks again, except that a summary too long for
+the compaction to help is asked for once more, shorter."""
 
 from __future__ import annotations
 
@@ -19,8 +21,22 @@ class SummarizeStrategy(BaseStrategy):
     api_summary = True
 
     def build(self, job: Job) -> Steps[Built | str]:
+        return (yield from summarized_steps(job))
+
+
+def summarized_steps(job: Job) -> Steps[Built | str]:
+    """The API's summary where the job offers it; else, or when it fails, agentloop's own
+    (:func:`summary_steps`), which then says why the API's was not used."""
+    if not job.offers_api_summary:
         built: Built = yield from summary_steps(job)
         return built
+    api = yield from job.api_summary()
+    if not isinstance(api, str):
+        return api
+    own = yield from summary_steps(job)
+    why = f"{api}: agentloop compacted it itself instead"
+    own.fallback = why if own.fallback is None else f"{api}; {own.fallback}"
+    return own
 
 
 def summary_steps(job: Job) -> Steps[Built]:

@@ -27,6 +27,8 @@ from agentloop._core.values.blocks import (
     kind_of,
     text_block,
 )
+from agentloop._core.values.carried import Carried
+from agentloop._core.values.usage import Usage as Usage  # re-exported: where it was defined
 from agentloop._errors import MessageValidationError
 
 Role: TypeAlias = Literal["user", "assistant", "system"]
@@ -78,82 +80,6 @@ class ResponseLike(Protocol):
 
 
 @dataclass(frozen=True, slots=True)
-class Usage:
-    """Token usage the API reported for one response."""
-
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cache_creation_input_tokens: int = 0
-    cache_read_input_tokens: int = 0
-    estimated: bool = False
-    """True when no API counted these figures: a local estimate (a test double's, the demo's).
-    Such usage is measured, recorded and shown as an estimate (``~``), never as the API's."""
-
-    @property
-    def prompt_tokens(self) -> int:
-        """The whole request as the API counted it: input plus cache writes and cache reads."""
-        return self.input_tokens + self.cache_creation_input_tokens + self.cache_read_input_tokens
-
-    @property
-    def context_tokens(self) -> int:
-        """Everything the response occupied in the context window: the request plus the reply."""
-        return self.prompt_tokens + self.output_tokens
-
-    def __add__(self, other: Usage) -> Usage:
-        return Usage(
-            input_tokens=self.input_tokens + other.input_tokens,
-            output_tokens=self.output_tokens + other.output_tokens,
-            cache_creation_input_tokens=(
-                self.cache_creation_input_tokens + other.cache_creation_input_tokens
-            ),
-            cache_read_input_tokens=self.cache_read_input_tokens + other.cache_read_input_tokens,
-            estimated=self.estimated or other.estimated,
-        )
-
-    def to_dict(self) -> dict[str, int]:
-        return {
-            "input_tokens": self.input_tokens,
-            "output_tokens": self.output_tokens,
-            "cache_creation_input_tokens": self.cache_creation_input_tokens,
-            "cache_read_input_tokens": self.cache_read_input_tokens,
-        }
-
-    @classmethod
-    def from_mapping(cls, data: Mapping[str, Any] | None) -> Usage | None:
-        if data is None:
-            return None
-        if not isinstance(data, Mapping):
-            raise MessageValidationError(f"usage must be a mapping, not {type(data).__name__}")
-        figures: dict[str, Any] = {}  # ints, for the fields before ``estimated``
-        for name in _USAGE_FIELDS:
-            value = data.get(name) or 0
-            if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-                raise MessageValidationError(f"usage {name} must be a count, not {value!r}")
-            figures[name] = int(value)
-        return cls(**figures)
-
-    @classmethod
-    def of(cls, value: Any) -> Usage | None:
-        """The usage in a message dict's ``usage`` (a mapping) or on an SDK response (its
-        ``Usage`` object); None when there is none."""
-        if value is None or isinstance(value, Usage):
-            return value
-        if isinstance(value, Mapping):
-            return cls.from_mapping(value)
-        if hasattr(value, "model_dump"):  # the SDK's Usage object
-            return cls.from_mapping(value.model_dump())
-        raise MessageValidationError(f"usage must be a mapping, not {type(value).__name__}")
-
-
-_USAGE_FIELDS = (
-    "input_tokens",
-    "output_tokens",
-    "cache_creation_input_tokens",
-    "cache_read_input_tokens",
-)
-
-
-@dataclass(frozen=True, slots=True)
 class SummaryInfo:
     """What a compaction prefix message stands for (set on the first message after compaction)."""
 
@@ -188,6 +114,9 @@ class Message:
     this message, system prompt and tools too: a measurement anchor, like ``usage``."""
     summary: SummaryInfo | None = field(default=None, compare=False)
     """Set on the compaction prefix: the user message that carries summary, state and pins."""
+    carried: Carried | None = field(default=None, compare=False)
+    """Set on the message that carries what a compaction by the API's summary carries over
+    (its text renders these parts; the next compaction reads the parts, not the text)."""
 
     @classmethod
     def user(cls, content: str | Iterable[ContentBlock], *, pinned: bool = False) -> Message:
@@ -368,6 +297,7 @@ def merge_consecutive(messages: Sequence[Message]) -> list[Message]:
             pinned=last.pinned or message.pinned,
             usage=message.usage or last.usage,
             summary=last.summary,
+            carried=last.carried or message.carried,
         )
     return out
 

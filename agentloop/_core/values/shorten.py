@@ -38,6 +38,14 @@ MAX_LINE = 300
 """Kept lines are cut to this many characters (a minified line must not eat the budget)."""
 
 
+def one_line(text: str, limit: int | None = None) -> str:
+    """``text`` on one line (every run of whitespace one space); past ``limit`` characters,
+    cut to ``limit`` with an ellipsis as the last of them. The one rule for a command, a todo
+    or a request shown on one line (the ledger, the receipt)."""
+    line = " ".join(text.split())
+    return line if limit is None or len(line) <= limit else line[: limit - 1] + "…"
+
+
 def _word_at(text: str, at: int) -> bool:
     """Whether a word character (``\\w``) is at ``at`` (nothing is outside the text)."""
     if 0 <= at < len(text):
