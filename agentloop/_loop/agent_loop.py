@@ -10,18 +10,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from agentloop._core.compaction.effects import (
     AppendMessages,
     CallModel,
     CreateSession,
+    Effect,
     SaveTransition,
     Steps,
     perform,
 )
 from agentloop._core.compaction.results import CompactionOutcome, CompactionTransition
 from agentloop._core.measuring.context import CompactionDecision
+from agentloop._core.values.blocks import ToolUseBlock
 from agentloop._core.values.messages import (
     COMPACTION,
     ContentBlock,
@@ -47,7 +50,7 @@ from agentloop._errors import (
     ThinkingBindingError,
 )
 from agentloop._loop.ahead import Ahead
-from agentloop._loop.compaction_draft import CompactionDrafts
+from agentloop._loop.compaction_draft import CompactionDraft, CompactionDrafts
 from agentloop._loop.conversation_compacter import ConversationCompacter, count_within
 from agentloop._loop.drive import Runtime, Wiring, adrive, drive
 from agentloop._loop.events import EventFanOut
@@ -59,10 +62,15 @@ from agentloop._loop.stop_reasons import (
     CONTEXT_EXCEEDED,
     PAUSE_TURN,
     REFUSAL,
+    ReplyRoom,
     SessionThinking,
     StreamedText,
-    TurnRules,
     cut_tool_use,
+    interrupted_turn_answers,
+    refusal_line,
+    refusal_note,
+    refused_turn_start,
+    tool_round,
 )
 from agentloop._sessions import Lease, SessionError, SessionStore, workspace_key
 
@@ -73,7 +81,7 @@ class ContextFullError(AgentloopError):
     """The conversation no longer fits and compaction is disabled or could not help."""
 
 
-class AgentLoop(TurnRules, ServerSteps, CompactionDrafts):
+class AgentLoop:
     """A conversation over the model seam with tools, compaction and (optionally) a store.
 
     With a ``store``, the session is created on its first message, every message is appended
@@ -148,10 +156,16 @@ class AgentLoop(TurnRules, ServerSteps, CompactionDrafts):
         on_text = StreamedText(self.events)  # text and thinking as they stream
         self.runtime = Runtime(model=model, store=store, wiring=wiring, on_text=on_text)
         self._context_tokens: int | None = None  # measured at the last boundary
-        self._max_tokens_once: int | None = None  # the redo of a reply cut inside a tool call
         self._stored = session_id is not None
         """Whether the session exists in the store (a new one is created on its first message)."""
-        self._ahead = None if compacter is None else Ahead(compacter)
+        # Its parts, each given what it needs: held, never inherited.
+        self._server = ServerSteps(compacter, self.events)
+        self._reply_room = ReplyRoom(compacter, self.events, self._measured_context)
+        self._ahead: Ahead | None = None
+        self._drafts: CompactionDrafts | None = None
+        if compacter is not None:
+            self._ahead = Ahead(compacter)
+            self._drafts = CompactionDrafts(compacter, self._ahead, self._perform)
         # A loop dropped without close() does not leave its background thread behind.
         weakref.finalize(self, self.runtime.close)
         self.session_id = session_id or wiring.new_session_id()
@@ -242,8 +256,24 @@ class AgentLoop(TurnRules, ServerSteps, CompactionDrafts):
         self._stored = False
         self.last_transition = None
         if self.compacter is not None:  # nothing was compacted in a fresh conversation
-            self.compacter.later = None
+            self.compacter.next_turn.drop()
         return self.session_id
+
+    def draft_compaction(
+        self, instructions: str | None = None
+    ) -> CompactionDraft | CompactionOutcome | None:
+        """The manual compaction (``/compact [instructions]``) worked out and not applied: a
+        :class:`CompactionDraft`; the outcome instead when nothing would be compacted (why is
+        in it); None without a compacter (see ``compaction_draft.py``)."""
+        if self._drafts is None:
+            return None
+        steps = self._compaction_steps(force=True, instructions=instructions)
+        return self._drafts.draft(self.session_id, self._sent(), steps)
+
+    def send_shortened(self, results: Mapping[str, str]) -> None:
+        """Send these tool results (by ``tool_use_id``) as given while the session keeps them
+        whole: a resumed session's results that were shortened when they came."""
+        self._shortened.update(results)
 
     def request_compaction(self, instructions: str | None = None) -> None:
         """Compact at the next safe boundary (the ``compact_context`` tool calls this)."""
@@ -269,9 +299,9 @@ class AgentLoop(TurnRules, ServerSteps, CompactionDrafts):
         message = self._fitting(Message.user(user_input, pinned=pinned))
         # What the last compaction carries over but could not place yet goes after it.
         for kept in [message] if self.compacter is None else self.compacter.carried(message):
-            self._keep(self._counted(kept))
+            self._keep(self._estimated(kept))
         for extra in then:
-            self._keep(self._counted(extra))
+            self._keep(self._estimated(extra))
         try:
             return (yield from self._rounds())
         except StoreWriteError:
@@ -292,7 +322,7 @@ class AgentLoop(TurnRules, ServerSteps, CompactionDrafts):
         shortenings = 0  # of the newest tool results, for requests the API refused
         server_compactions = 0  # in a row, with no reply between them
         for _round in range(self.max_tool_rounds):
-            self._check_server_compaction()
+            self._server.check(self.model, self.model_name, self.messages)
             if not paused:  # a paused turn goes on as it is: nothing compacted in between
                 requested, self._requested = self._requested, None
                 outcome = yield from self._compaction_steps(
@@ -308,7 +338,7 @@ class AgentLoop(TurnRules, ServerSteps, CompactionDrafts):
                 stored = self.session_id if self._stored else None  # its lease is checked
                 response = yield from perform(CallModel(request, stream=True, session_id=stored))
             except ServerCompactionUnsupported as error:
-                self._fall_back(str(error))
+                self._server.fall_back(str(error))
                 continue
             except IncompleteReplyError as error:
                 if retried:
@@ -320,7 +350,7 @@ class AgentLoop(TurnRules, ServerSteps, CompactionDrafts):
                 if rebound or self.thinking.drop_block:
                     raise  # never the same body twice: drop_block was tried
                 rebound = True
-                self._drop_invalid_thinking(str(error))
+                self.events.on_warning(self.thinking.drop_bound_blocks(str(error)))
                 continue
             except PromptTooLongError as error:
                 compacted = emergency_used or not self._compaction_enabled()
@@ -355,7 +385,7 @@ class AgentLoop(TurnRules, ServerSteps, CompactionDrafts):
                 if summary is None or not summary.get("content"):
                     # A failed compaction (null content) is a no-op for the API: nothing of
                     # the parent may be dropped. This conversation compacts here from now on.
-                    self._fall_back("the API's compaction failed (it returned no summary)")
+                    self._server.fall_back("the API's compaction failed (it returned no summary)")
                     continue
                 server_compactions += 1
                 if server_compactions > 1:
@@ -364,7 +394,11 @@ class AgentLoop(TurnRules, ServerSteps, CompactionDrafts):
                         "above the trigger; run /compact with instructions to keep less, or "
                         "start a new session"
                     )
-                transition = yield from self._server_compacted(request, response)
+                parent = self.messages
+                transition = yield from self._server.compacted(
+                    self.session_id, parent, request, response
+                )
+                yield from self._apply(transition, emergency=False)
                 result.transitions.append(transition)
                 continue  # the turn goes on in the child
             server_compactions = 0
@@ -373,7 +407,11 @@ class AgentLoop(TurnRules, ServerSteps, CompactionDrafts):
                 result.stop_reason, result.session_id = REFUSAL, self.session_id
                 return result
             cut = cut_tool_use(response)
-            if cut is not None and not regrown and self._redo_larger(request, response):
+            if (
+                cut is not None
+                and not regrown
+                and self._reply_room.redo_larger(request, response, self.model)
+            ):
                 regrown = True  # never run on partial input: once more, with more room
                 continue
             yield from self._record_reply(response)
@@ -421,7 +459,7 @@ class AgentLoop(TurnRules, ServerSteps, CompactionDrafts):
     def _compaction_steps(
         self, *, force: bool, instructions: str | None, emergency: bool = False
     ) -> Steps[CompactionOutcome | None]:
-        compacter, history = self.compacter, as_sent(self.messages, self._shortened)[0]
+        compacter, history = self.compacter, self._sent()
         if compacter is None or (not force and not compacter.settings.enabled):
             return None  # below: the history as sent (a shortened result as the model saw it)
         ahead = self._ahead
@@ -459,27 +497,30 @@ class AgentLoop(TurnRules, ServerSteps, CompactionDrafts):
     # -- state changes -----------------------------------------------------------------------
 
     def _repair(self) -> None:
-        """Make the history ready for a new user message after an interrupted or failed turn:
-        answer tool calls left pending and close a user message left without a reply, so the
-        roles keep alternating (the history itself is kept, never dropped)."""
-        if not self.messages:
-            return
-        pending = self.messages[-1].tool_use_ids if self.messages[-1].role == "assistant" else []
-        if pending:
-            unknown = "interrupted: the tool may have run; its result is unknown"
-            answers = tuple(
-                {
-                    "type": "tool_result",
-                    "tool_use_id": tool_id,
-                    "content": unknown,
-                    "is_error": True,
-                }
-                for tool_id in pending
-            )
-            self._keep(self._counted(Message("user", answers)))
-        if self.messages[-1].role in ("user", "system"):
-            closing = Message.assistant("[no reply: the previous turn was interrupted or failed]")
-            self._keep(self._counted(closing))
+        """Make the history ready for a new user message after an interrupted or failed turn
+        (``stop_reasons.interrupted_turn_answers``: the history itself is kept)."""
+        for answer in interrupted_turn_answers(self.messages):
+            self._keep(self._estimated(answer))
+
+    def _refused(self, response: ModelResponse) -> Steps[None]:
+        """A refusal: the refused turn leaves the context (from the user's message that began
+        it), the store keeps it with a note in the reply's place, the user is told."""
+        start = refused_turn_start(self.messages)
+        self._keep(Message.assistant(refusal_note(response)))
+        yield from self._flush("the refused turn was not saved")
+        if self._ahead is not None:  # what it covers is about to change
+            yield from self._ahead.cancel("a refused turn left the conversation")
+        self.messages = self.messages[:start]
+        self._local_sum = None
+        self.events.on_warning(refusal_line(response))
+
+    def _tool_round(self, calls: Sequence[ToolUseBlock], cut: str | None) -> Steps[int]:
+        """Run the reply's tool calls (``stop_reasons.tool_round``) and keep their results,
+        measured as the model gets them; how many ran."""
+        message, ran = yield from tool_round(calls, cut, self.tools, self.events, self._shortened)
+        sent = self._estimated(as_sent([message], self._shortened)[0][0])
+        self._keep(message if sent.tokens is None else message.with_tokens(sent.tokens))
+        return ran
 
     def _apply(self, transition: CompactionTransition, *, emergency: bool) -> Steps[None]:
         """Swap in the compacted history under the child session, saving the child (after
@@ -493,7 +534,8 @@ class AgentLoop(TurnRules, ServerSteps, CompactionDrafts):
         self.last_transition = transition
         self.events.on_transition(transition)
 
-    def _counted(self, message: Message) -> Message:
+    def _estimated(self, message: Message) -> Message:
+        """``message`` with its local token estimate (as it is without a compacter)."""
         if self.compacter is not None and message.tokens is None:
             return message.with_tokens(self.compacter.count(message))
         return message
@@ -558,7 +600,7 @@ class AgentLoop(TurnRules, ServerSteps, CompactionDrafts):
                 sent -= compacter.count(self.messages[0])
             compacter.record_usage(response.usage.prompt_tokens, sent, len(self.messages))
         # Stored first, then shown as complete: a reply the user saw is a reply that is kept.
-        self._keep(self._counted(response.to_message()))
+        self._keep(self._estimated(response.to_message()))
         yield from self._flush("the reply was not saved")
         self.events.on_reply(response)
 
@@ -566,7 +608,7 @@ class AgentLoop(TurnRules, ServerSteps, CompactionDrafts):
         # Only what was appended since the last request is checked (the rest was, and is
         # unchanged): the per-turn cost does not grow with the history.
         self._validator.validate(self.messages, allow_pending_tool_use=False)
-        edit = self._server_edit()
+        edit = self._server.edit(self.messages)
         messages, changed = as_sent(self.messages, self._shortened)
         compacter, self._fitted_sum = self.compacter, None
         if changed and compacter is not None:  # for the calibration: what was sent
@@ -577,7 +619,7 @@ class AgentLoop(TurnRules, ServerSteps, CompactionDrafts):
             messages=messages,
             system=self.system,
             tools=tuple(self.tool_definitions),
-            max_tokens=self._reply_tokens(),
+            max_tokens=self._reply_room.reply_tokens(self.model, self.model_name, self.max_tokens),
             metadata={"purpose": "conversation"},
             server_compaction=edit,
             thinking=self.thinking.request_thinking(),
@@ -586,7 +628,27 @@ class AgentLoop(TurnRules, ServerSteps, CompactionDrafts):
     def _shorten_newest(self, error: PromptTooLongError | str) -> bool:
         """Shorten the newest tool results for the model (``_loop/fit.py``): after a refusal
         compaction cannot answer, or before a request our own count says is over the window."""
-        return self._server_edit() is None and shortened_for_model(self, str(error))
+        return self._server.edit(self.messages) is None and shortened_for_model(self, str(error))
+
+    def _perform(self, effect: Effect[Any]) -> object:
+        """Carry out ``effect`` (the sync driver's), a model request thinking as the session
+        does: a compaction's or a summary's too (effort, and drop_block once needed)."""
+        return self.runtime.perform(self.thinking.applied_to(effect))
+
+    async def _aperform(self, effect: Effect[Any]) -> object:
+        """The async form of :meth:`_perform`."""
+        return await self.runtime.aperform(self.thinking.applied_to(effect))
+
+    def _sent(self) -> list[Message]:
+        """The history as the model gets it (a shortened tool result as the model saw it)."""
+        return list(as_sent(self.messages, self._shortened)[0])
+
+    def _measured_context(self) -> int:
+        """The context as measured at the last boundary, or measured now."""
+        if self._context_tokens is None:
+            decision = self.context()
+            self._context_tokens = 0 if decision is None else decision.usage.tokens
+        return self._context_tokens
 
     def _compaction_enabled(self) -> bool:
         return self.compacter is not None and self.compacter.settings.enabled
