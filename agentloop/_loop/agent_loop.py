@@ -14,7 +14,6 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from agentloop._core.compaction.effects import (
-    AppendMessages,
     CallModel,
     CreateSession,
     Effect,
@@ -30,7 +29,6 @@ from agentloop._core.values.messages import (
     ContentBlock,
     Message,
     MessageValidator,
-    compaction_block,
     merge_consecutive,
 )
 from agentloop._core.values.model import (
@@ -43,7 +41,6 @@ from agentloop._core.values.model import (
 from agentloop._core.values.tool import Tool, tool_definition
 from agentloop._core.values.validation import DEFAULT_MAX_TOKENS
 from agentloop._errors import (
-    AgentloopError,
     IncompleteReplyError,
     PromptTooLongError,
     StoreWriteError,
@@ -51,12 +48,20 @@ from agentloop._errors import (
 )
 from agentloop._loop.ahead import Ahead
 from agentloop._loop.compaction_draft import CompactionDraft, CompactionDrafts
-from agentloop._loop.conversation_compacter import ConversationCompacter, count_within
+from agentloop._loop.conversation_compacter import ConversationCompacter
 from agentloop._loop.drive import Runtime, Wiring, adrive, drive
 from agentloop._loop.events import EventFanOut
 from agentloop._loop.events import LoopEvents as LoopEvents
 from agentloop._loop.events import TurnResult as TurnResult
-from agentloop._loop.fit import Shortened, as_sent, over_window, shortened_for_model
+from agentloop._loop.fit import ContextFullError as ContextFullError
+from agentloop._loop.fit import (
+    Shortened,
+    as_sent,
+    fitting,
+    over_window,
+    sent_estimate,
+    shortened_for_model,
+)
 from agentloop._loop.server_steps import ServerSteps
 from agentloop._loop.stop_reasons import (
     CONTEXT_EXCEEDED,
@@ -72,13 +77,10 @@ from agentloop._loop.stop_reasons import (
     refused_turn_start,
     tool_round,
 )
-from agentloop._sessions import Lease, SessionError, SessionStore, workspace_key
+from agentloop._loop.store_writes import StoreWrites
+from agentloop._sessions import Lease, SessionStore, workspace_key
 
 UserInput = str | Sequence[ContentBlock]
-
-
-class ContextFullError(AgentloopError):
-    """The conversation no longer fits and compaction is disabled or could not help."""
 
 
 class AgentLoop:
@@ -142,13 +144,9 @@ class AgentLoop:
         """The newest compaction of this conversation (in this process)."""
         self._requested: tuple[str | None] | None = None
         """A compaction the model asked for (its instructions), run at the next safe boundary."""
-        self._pending: list[Message] = []
         self._shortened: Shortened = {}
         """Tool results too big for the window, as the model gets them (see ``_loop/fit.py``)."""
-        self._fitted_sum: int | None = None
-        """Kept in memory, not yet stored: written with the next reply, in one transaction."""
-        self._unsaved = False
-        """A write of ``_pending`` failed: it is retried before anything else is sent."""
+        self._fitted_sum: int | None = None  # what was sent, when some went shortened
         self.workspace = workspace or workspace_key()  # text a store takes (any path's bytes)
         self.title = title
         # Ids, clock and hooks: the compacter's wiring, shared, so its injections hold here too.
@@ -156,9 +154,8 @@ class AgentLoop:
         on_text = StreamedText(self.events)  # text and thinking as they stream
         self.runtime = Runtime(model=model, store=store, wiring=wiring, on_text=on_text)
         self._context_tokens: int | None = None  # measured at the last boundary
-        self._stored = session_id is not None
-        """Whether the session exists in the store (a new one is created on its first message)."""
         # Its parts, each given what it needs: held, never inherited.
+        self._writes = StoreWrites(stored=session_id is not None)
         self._server = ServerSteps(compacter, self.events)
         self._reply_room = ReplyRoom(compacter, self.events, self._measured_context)
         self._ahead: Ahead | None = None
@@ -197,7 +194,7 @@ class AgentLoop:
     @property
     def saved(self) -> bool:
         """Whether the session exists in the store yet (it is created on its first message)."""
-        return self._stored
+        return self._writes.stored
 
     def run_turn(
         self, user_input: UserInput, *, pinned: bool = False, then: Sequence[Message] = ()
@@ -238,22 +235,20 @@ class AgentLoop:
     def switch(self, session_id: str, messages: Sequence[Message]) -> None:
         """Continue in another stored session (a fork of this lineage) from ``messages``, its
         history. What this session kept but had not stored yet is stored first."""
-        if self._stored:
+        if self._writes.stored:
             drive(self._flush(), self.runtime.perform)
         if self._ahead is not None:  # what it covers is not this history
             drive(self._ahead.cancel("the conversation moved"), self.runtime.perform)
         self.session_id = session_id
         self.messages = list(messages)
-        self._pending = []
-        self._unsaved = False
-        self._stored = True
+        self._writes.moved(stored=True)
         self._local_sum = None
 
     def start_fresh(self) -> str:
         """Continue in a new, empty session (``/clear``), created in the store with its first
         message; the one before stays as it was. Returns the new id."""
         self.switch(self.runtime.wiring.new_session_id(), [])
-        self._stored = False
+        self._writes.stored = False
         self.last_transition = None
         if self.compacter is not None:  # nothing was compacted in a fresh conversation
             self.compacter.next_turn.drop()
@@ -268,7 +263,8 @@ class AgentLoop:
         if self._drafts is None:
             return None
         steps = self._compaction_steps(force=True, instructions=instructions)
-        return self._drafts.draft(self.session_id, self._sent(), steps)
+        sent = as_sent(self.messages, self._shortened)[0]  # as the model gets it
+        return self._drafts.draft(self.session_id, sent, steps)
 
     def send_shortened(self, results: Mapping[str, str]) -> None:
         """Send these tool results (by ``tool_use_id``) as given while the session keeps them
@@ -293,10 +289,11 @@ class AgentLoop:
         self, user_input: UserInput, pinned: bool, then: Sequence[Message] = ()
     ) -> Steps[TurnResult]:
         self._repair()
-        if self._unsaved:
+        if self._writes.unsaved:
             # A write failed earlier: what it held goes first, or nothing is sent at all.
             yield from self._flush("the store still refuses writes, so this message was not sent")
-        message = self._fitting(Message.user(user_input, pinned=pinned))
+        message = Message.user(user_input, pinned=pinned)  # refused if it alone does not fit:
+        message = fitting(self.compacter, message, self.system, self.tool_definitions)
         # What the last compaction carries over but could not place yet goes after it.
         for kept in [message] if self.compacter is None else self.compacter.carried(message):
             self._keep(self._estimated(kept))
@@ -305,13 +302,13 @@ class AgentLoop:
         try:
             return (yield from self._rounds())
         except StoreWriteError:
-            self._unsaved = bool(self._pending)
+            self._writes.unsaved = bool(self._writes.pending)
             raise
         except Exception:
             # A failed turn keeps what was said (a session that never got a reply is not
             # created: a failed first request leaves nothing behind). A store that refuses it
             # too leaves it in memory (``unsaved``), and the turn's own error is what is said.
-            if self._stored:
+            if self._writes.stored:
                 with contextlib.suppress(StoreWriteError):
                     yield from self._flush()
             raise
@@ -335,7 +332,7 @@ class AgentLoop:
                     shortenings += 1  # never sent over the window when our own count says so
             request = self._request()
             try:
-                stored = self.session_id if self._stored else None  # its lease is checked
+                stored = self.session_id if self._writes.stored else None  # its lease is checked
                 response = yield from perform(CallModel(request, stream=True, session_id=stored))
             except ServerCompactionUnsupported as error:
                 self._server.fall_back(str(error))
@@ -381,26 +378,15 @@ class AgentLoop:
                 result.transitions.append(outcome.transition)
                 continue
             if response.stop_reason == COMPACTION and request.server_compaction is not None:
-                summary = compaction_block(response.content)
-                if summary is None or not summary.get("content"):
-                    # A failed compaction (null content) is a no-op for the API: nothing of
-                    # the parent may be dropped. This conversation compacts here from now on.
-                    self._server.fall_back("the API's compaction failed (it returned no summary)")
-                    continue
-                server_compactions += 1
-                if server_compactions > 1:
-                    raise ContextFullError(
-                        "the API compacted the conversation twice in a row and it is still "
-                        "above the trigger; run /compact with instructions to keep less, or "
-                        "start a new session"
-                    )
-                parent = self.messages
+                again = server_compactions > 0  # with no reply between them
                 transition = yield from self._server.compacted(
-                    self.session_id, parent, request, response
+                    self.session_id, self.messages, request, response, again=again
                 )
-                yield from self._apply(transition, emergency=False)
-                result.transitions.append(transition)
-                continue  # the turn goes on in the child
+                if transition is not None:  # None: it failed, compacted here from now on
+                    server_compactions += 1
+                    yield from self._apply(transition, emergency=False)
+                    result.transitions.append(transition)
+                continue  # the turn goes on (in the child)
             server_compactions = 0
             if response.stop_reason == REFUSAL:
                 yield from self._refused(response)
@@ -435,31 +421,10 @@ class AgentLoop:
         result.session_id = self.session_id
         return result
 
-    def _fitting(self, message: Message) -> Message:
-        """``message`` counted; one that alone does not fit the window is refused before it is
-        kept or sent (no compaction can make room for it). A huge one is refused from its size:
-        counting stops once it is past the window (:func:`count_within`), so its tokens are
-        never all held in memory."""
-        compacter = self.compacter
-        if compacter is None:
-            return message
-        window = compacter.context_window
-        fixed = compacter.fixed_tokens(self.system, self.tool_definitions)
-        counted, whole = count_within(compacter, message, fixed, window)
-        needs = compacter.calibrate(fixed + counted, 1)
-        if needs > window:
-            about = "about" if whole else "more than"
-            raise ContextFullError(
-                f"this message needs {about} {needs:,} tokens with the system prompt and tools, "
-                f"more than the {window:,}-token window: it was not "
-                "sent — shorten it or send it in parts"
-            )
-        return message.with_tokens(counted) if whole and message.tokens is None else message
-
     def _compaction_steps(
         self, *, force: bool, instructions: str | None, emergency: bool = False
     ) -> Steps[CompactionOutcome | None]:
-        compacter, history = self.compacter, self._sent()
+        compacter, history = self.compacter, as_sent(self.messages, self._shortened)[0]
         if compacter is None or (not force and not compacter.settings.enabled):
             return None  # below: the history as sent (a shortened result as the model saw it)
         ahead = self._ahead
@@ -542,7 +507,7 @@ class AgentLoop:
 
     def _keep(self, message: Message) -> None:
         """Add to the history; the store gets it with the next reply (one transaction)."""
-        self._pending.append(message)
+        self._writes.keep(message)
         self._context_tokens = None  # measured again when needed
         if self._local_sum is not None and self.compacter is not None:
             self._local_sum += self.compacter.count(message)
@@ -553,35 +518,20 @@ class AgentLoop:
             self.messages.append(message)
 
     def _flush(self, what: str = "what was said since the last save was not saved") -> Steps[None]:
-        """Store what was kept since the last write, creating the session on its first. A
-        write the store refuses keeps it all for the next write (the conversation in memory
-        stays whole) and raises :class:`StoreWriteError` (``what``: the message's start)."""
-        if not self._pending:
-            self._unsaved = False
-            return
-        pending, self._pending = tuple(self._pending), []
-        try:
-            if not self._stored:
-                yield from perform(
-                    CreateSession(self.session_id, self.model_name, self.workspace, self.title)
-                )
-                self._stored = True
-            yield from perform(AppendMessages(self.session_id, pending))
-        except SessionError as error:
-            self._pending[:0] = pending
-            self._unsaved = True
-            raise StoreWriteError(f"{what}: {error}") from error
-        self._unsaved = False
+        """Store what was kept since the last write, creating the session on its first; a
+        refused write raises :class:`StoreWriteError` (``what``: its start; ``store_writes``)."""
+        session = CreateSession(self.session_id, self.model_name, self.workspace, self.title)
+        yield from self._writes.flush(session, what)
 
     @property
     def unsaved(self) -> bool:
         """Whether a store write failed and what it held is still only in memory (it is
         written first at the next turn; no model call is made before it is)."""
-        return self._unsaved
+        return self._writes.unsaved
 
     def flush(self) -> None:
         """Store anything kept but not yet written (a turn interrupted by Ctrl-C)."""
-        if self._stored:
+        if self._writes.stored:
             drive(self._flush(), self.runtime.perform)
 
     def _record_reply(self, response: ModelResponse) -> Steps[None]:
@@ -592,12 +542,8 @@ class AgentLoop:
             # is kept up to date, not recomputed per turn.
             if self._local_sum is None:
                 self._local_sum = sum(compacter.count(m) for m in self.messages)
-            sent = self._local_sum + compacter.fixed_tokens(self.system, self.tool_definitions)
-            if self._fitted_sum is not None:  # some results went shortened: what was sent
-                sent = self._fitted_sum
-            if len(self.messages) > 1 and compaction_block(self.messages[1].content):
-                # A server compaction's child: the API reads nothing before the block.
-                sent -= compacter.count(self.messages[0])
+            local = self._local_sum + compacter.fixed_tokens(self.system, self.tool_definitions)
+            sent = sent_estimate(compacter, self.messages, local, self._fitted_sum)
             compacter.record_usage(response.usage.prompt_tokens, sent, len(self.messages))
         # Stored first, then shown as complete: a reply the user saw is a reply that is kept.
         self._keep(self._estimated(response.to_message()))
@@ -638,10 +584,6 @@ class AgentLoop:
     async def _aperform(self, effect: Effect[Any]) -> object:
         """The async form of :meth:`_perform`."""
         return await self.runtime.aperform(self.thinking.applied_to(effect))
-
-    def _sent(self) -> list[Message]:
-        """The history as the model gets it (a shortened tool result as the model saw it)."""
-        return list(as_sent(self.messages, self._shortened)[0])
 
     def _measured_context(self) -> int:
         """The context as measured at the last boundary, or measured now."""

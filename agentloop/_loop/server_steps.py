@@ -11,7 +11,7 @@ from dataclasses import replace
 from agentloop._core.compaction.effects import Steps
 from agentloop._core.compaction.results import CompactionTransition
 from agentloop._core.compaction.server_compaction import server_compaction_steps
-from agentloop._core.values.messages import Message
+from agentloop._core.values.messages import Message, compaction_block
 from agentloop._core.values.model import (
     AsyncModel,
     Model,
@@ -22,6 +22,7 @@ from agentloop._core.values.model import (
 )
 from agentloop._loop.conversation_compacter import ConversationCompacter
 from agentloop._loop.events import LoopEvents
+from agentloop._loop.fit import ContextFullError
 
 
 class ServerSteps:
@@ -64,11 +65,26 @@ class ServerSteps:
         parent: Sequence[Message],
         request: ModelRequest,
         response: ModelResponse,
-    ) -> Steps[CompactionTransition]:
+        *,
+        again: bool = False,
+    ) -> Steps[CompactionTransition | None]:
         """The API paused on a compaction of what ``request`` sent: the child takes its
-        block, the parent stays whole (see ``_core/compaction/server_compaction.py``). The
-        loop applies the transition."""
+        block, the parent stays whole (see ``_core/compaction/server_compaction.py``); the
+        loop applies the transition. None when the API wrote no summary (the loop compacts
+        locally from now on). ``again``: it compacted just before, with no reply between:
+        the conversation is still above the trigger, :class:`ContextFullError`."""
         assert self._compacter is not None
+        summary = compaction_block(response.content)
+        if summary is None or not summary.get("content"):
+            # A failed compaction (null content) is a no-op for the API: nothing of the
+            # parent may be dropped. This conversation compacts here from now on.
+            self.fall_back("the API's compaction failed (it returned no summary)")
+            return None
+        if again:
+            raise ContextFullError(
+                "the API compacted the conversation twice in a row and it is still above the "
+                "trigger; run /compact with instructions to keep less, or start a new session"
+            )
         outcome = yield from server_compaction_steps(
             self._compacter,
             session_id=session_id,
