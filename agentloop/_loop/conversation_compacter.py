@@ -456,7 +456,7 @@ class ConversationCompacter(CompactionCore):
             compacted_messages=compacted,
             summary=summary,
         )
-        return CompactionOutcome(decision=decision, transition=transition)
+        return CompactionOutcome(decision=decision, transition=transition, later=built.later)
 
 
 def _dicts(tools: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
