@@ -1,6 +1,8 @@
-"""What the loop does beyond ``end_turn`` and ``tool_use`` (the API's stop reasons, notes §5),
-and how a session thinks: effort, and ``drop_block`` once the API refused a thinking block
-bound to another conversation (kept for the rest of the session, in its metadata).
+"""What the loop does beyond ``end_turn`` and ``tool_use`` (the API's stop reasons), and how a
+session thinks: effort, and ``drop_block`` once the API refused a thinking block bound to
+another conversation (kept for the rest of the session, in its metadata). The loop holds a
+:class:`SessionThinking` and a :class:`ReplyRoom`; the tool round, the refusal and the repair
+of an interrupted turn are functions it calls.
 
 - ``refusal``: the refused turn leaves the context (it stays stored, with a note).
 - ``max_tokens`` inside a ``tool_use``: the call is never run on its partial input; the same
