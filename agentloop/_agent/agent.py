@@ -226,7 +226,7 @@ class CodingAgent:
         )
         # What a compaction before the last exit carried and could not place yet (its child
         # ended with a reply): it goes with the next message, as it would have.
-        self.compacter.later = waiting
+        self.compacter.next_turn.hold(waiting)
         if instructions_budget_tokens is None:
             instructions_budget_tokens = int(context_window * DEFAULT_INSTRUCTIONS_FRACTION)
         self._space = space
@@ -428,7 +428,7 @@ class CodingAgent:
             return None
         from agentloop._adapters.compaction_receipt import session_receipt
 
-        later = self.compacter.later  # carried with the next message: in the context by then
+        later = self.compacter.next_turn.peek()  # placed with the next message: in context then
         context = [*self.loop.messages, *([] if later is None else [later])]
         try:
             return session_receipt(self.store, self.session_id, context, self.compacter.tool_facts)
@@ -506,7 +506,7 @@ class CodingAgent:
         self.loop.flush()
         branch, kept = undo_branch(self.store, self.session_id)
         self.loop.switch(branch, [from_record(r) for r in self.store.get_messages(branch)])
-        self.compacter.later = None  # what the undone compaction carried: its summary is gone
+        self.compacter.next_turn.drop()  # what the undone compaction carried: its summary is gone
         self.save_state()
         decision = self.loop.context()
         if decision is not None:  # past the trigger: not compacted again at the next message
@@ -567,7 +567,7 @@ class CodingAgent:
         }
         if self.restored is not None:
             metadata["restored_files"] = self.restored.to_dict()
-        later = self.compacter.later
+        later = self.compacter.next_turn.peek()
         metadata[CARRIED_KEY] = None if later is None else list(later.content)  # None: removed
         parts = None if later is None else later.carried
         metadata[CARRIED_PARTS_KEY] = None if parts is None else parts.to_dict()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import abc
 import os
 import re
 import stat
@@ -215,8 +216,9 @@ class _LimitedSearch(CodingTool):
         root = self._workspace.root
         return run_limited(self.name, root, tool_input, timeout, lambda: self._search(tool_input))
 
+    @abc.abstractmethod
     def _search(self, tool_input: Mapping[str, Any]) -> ToolResult:
-        raise NotImplementedError
+        """The search itself, in whichever process runs it (each tool its own)."""
 
 
 class ListFilesTool(_LimitedSearch):

@@ -146,9 +146,6 @@ class CompactionCore:
         self._undone_hold: int | None = None
         """The breaker's value set by :meth:`hold` (while it is the one that holds)."""
         self._last_output: tuple[Message, int] | None = None
-        self.later: Message | None = None
-        """What the newest compaction carries over but could not place yet (its child ends
-        with a reply): appended after the next user message (``carried``)."""
         self.preparation = Preparation()
         """The newest summary prepared ahead (see :meth:`prepare_job`) and the counts."""
 
@@ -334,7 +331,7 @@ class CompactionCore:
         )
         if isinstance(built, str):
             return CompactionOutcome(decision=decision, skipped=built)
-        compacted, summary = built
+        compacted, summary, later = built
         self._last_output = (compacted[0], len(compacted))
         child_id = yield from perform(NewSessionId())
         transition = CompactionTransition(
@@ -343,7 +340,7 @@ class CompactionCore:
             compacted_messages=compacted,
             summary=summary,
         )
-        return CompactionOutcome(decision=decision, transition=transition)
+        return CompactionOutcome(decision=decision, transition=transition, later=later)
 
     def _compact_steps(
         self,
@@ -353,8 +350,9 @@ class CompactionCore:
         tools: Sequence[dict[str, Any]],
         instructions: str | None,
         prepared: PreparedSummary | None = None,
-    ) -> Steps[tuple[list[Message], CompactionSummary] | str]:
-        """The compacted history and its summary, or why there is none."""
+    ) -> Steps[tuple[list[Message], CompactionSummary, Message | None] | str]:
+        """The compacted history, its summary and what waits for the next user turn (the
+        caller holds it), or why there is none."""
         strategy = self.strategy.runs_as()
         budget = Budget.of(decision, self.settings, self.context_window)
         cuts = cut_points(self, msgs, budget, strategy)
@@ -394,14 +392,13 @@ class CompactionCore:
             return refused
         if built.measured.thinking_removed:
             job.notes.append(thinking_note(built.measured.thinking_removed))
-        self.later = built.later
         self._estimates.clear()
         self._converted.clear()
         compacted = built.messages
         if built.measured.by_api:  # the API's figure anchors the measurement of what follows
             compacted[-1] = replace(compacted[-1], counted=built.measured.tokens)
         created_at = yield from perform(ReadClock())
-        return compacted, self._record(job, built, created_at)
+        return compacted, self._record(job, built, created_at), built.later
 
     def _judge(self, job: Job, measured: Measured) -> str | None:
         """Why the result is not committed, if it is not; sets the circuit breaker (and warns

@@ -36,6 +36,7 @@ from agentloop._core.values.validation import DEFAULT_MAX_TOKENS
 from agentloop._errors import ConfigurationError
 from agentloop._loop.drive import Runtime, Wiring, adrive, drive
 from agentloop._loop.inputs import Inputs
+from agentloop._loop.next_turn import NextTurn
 
 History = Sequence[Message | Mapping[str, Any] | ResponseLike]
 """A conversation as a loop keeps it: our messages, API dicts, the SDK's responses."""
@@ -116,6 +117,24 @@ class ConversationCompacter(CompactionCore):
             self.wiring.new_session_id = new_session_id
         self.runtime = Runtime(model=model, wiring=self.wiring)
         self._inputs = Inputs()
+        self.next_turn: NextTurn[Message] = NextTurn()
+        """What the newest compaction carries over but could not place yet (its child ends
+        with a reply): placed after the next user message (:meth:`carried`)."""
+
+    @property
+    def later(self) -> Message | None:
+        """What waits for the next user turn (:attr:`next_turn`), read-only."""
+        return self.next_turn.peek()
+
+    @later.setter
+    def later(self, message: Message | None) -> None:
+        warnings.warn(
+            "setting ConversationCompacter.later is deprecated: use "
+            "compacter.next_turn.hold(message) (or .drop())",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        self.next_turn.hold(message)
 
     @property
     def model(self) -> Model | AsyncModel | None:
@@ -209,15 +228,41 @@ class ConversationCompacter(CompactionCore):
         msgs = self.messages_of(messages)
         return self.preparation.accept(job, answer, session_id, msgs, self.prepare_key())
 
+    def steps(
+        self,
+        session_id: str,
+        messages: Sequence[Message | Mapping[str, Any]],
+        *,
+        system: str = "",
+        tools: Sequence[dict[str, Any]] = (),
+        instructions: str | None = None,
+        force: bool = False,
+        decision: CompactionDecision | None = None,
+    ) -> Steps[CompactionOutcome]:
+        """The core's compaction (:meth:`CompactionCore.steps`); what its child carries but
+        cannot place yet (``outcome.later``) waits in :attr:`next_turn` from then on."""
+        outcome = yield from super().steps(
+            session_id,
+            messages,
+            system=system,
+            tools=tools,
+            instructions=instructions,
+            force=force,
+            decision=decision,
+        )
+        if outcome.transition is not None:
+            self.next_turn.hold(outcome.later)
+        return outcome
+
     def carried(self, message: Message) -> list[Message]:
         """``message`` (a new user message) and what the newest compaction carries over but
         could not place when it ran (its child ended with a reply: ``/compact`` between
         turns): a system message after it, or, on a model without them, a text block at its
         end. Just ``[message]`` when nothing waits; what waited is placed once."""
-        later, self.later = self.later, None
+        later = self.next_turn.peek()
         if later is None or message.role != "user":
-            self.later = later
             return [message]
+        self.next_turn.drop()
         if self.profile.system_messages:
             return [message, later]
         joined = (*message.content, *later.content)
@@ -234,12 +279,14 @@ class ConversationCompacter(CompactionCore):
         which the draft's token counts taught: kept, they would change the figures the next
         draft's cut and ledger are sized by, so that asking again with other instructions
         would show another ledger for the same conversation."""
-        state = (self._last_output, self._breaker_until, self._undone_hold, self.later)
+        state = (self._last_output, self._breaker_until, self._undone_hold)
         preparation, calibration = copy.copy(self.preparation), self.calibration
+        waiting = self.next_turn.checkpoint()
 
         def restore() -> None:
-            self._last_output, self._breaker_until, self._undone_hold, self.later = state
+            self._last_output, self._breaker_until, self._undone_hold = state
             self.preparation, self.calibration = preparation, calibration
+            waiting()
 
         return restore
 
@@ -372,7 +419,7 @@ class ConversationCompacter(CompactionCore):
     ) -> CompactionOutcome:
         """Record a compaction the caller's loop had the API write: ``block`` summarizes all of
         ``messages`` (the parent), the child is ``[block]``. What agentloop carries (ledger,
-        preserved state, pins, the latest request) waits in :attr:`later` for the next user
+        preserved state, pins, the latest request) waits in :attr:`next_turn` for the next user
         turn; the child is measured (``count_tokens`` where the model counts), the circuit
         breaker set as after a compaction of agentloop's, ``spent`` is the request's usage."""
         msgs = self.messages_of(messages)
@@ -395,7 +442,7 @@ class ConversationCompacter(CompactionCore):
         refused = self._judge(job, built.measured)  # sets the breaker as after our own
         if refused is not None:  # the loop has swapped already: recorded all the same
             job.warnings.append(refused.replace("kept the conversation as it is", "swapped in"))
-        self.later = built.later
+        self.next_turn.hold(built.later)
         self._estimates.clear()
         self._converted.clear()
         compacted = built.messages
@@ -411,7 +458,7 @@ class ConversationCompacter(CompactionCore):
             compacted_messages=compacted,
             summary=summary,
         )
-        return CompactionOutcome(decision=decision, transition=transition)
+        return CompactionOutcome(decision=decision, transition=transition, later=built.later)
 
 
 def _dicts(tools: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:

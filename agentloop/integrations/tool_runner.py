@@ -296,7 +296,7 @@ class _Watch:
         compaction carries, while it still waits for a user turn (a resume places it)."""
         self.conversation.sync(self.history(), closed_only=False)
         self._write_prefix()
-        later, store = self.compacter.later, self.owner.engine.store
+        later, store = self.compacter.next_turn.peek(), self.owner.engine.store
         if later is not None and store is not None and self.conversation.stored():
             store.update_session(
                 self.conversation.session_id, metadata={PENDING_KEY: _param(later)}
@@ -304,11 +304,12 @@ class _Watch:
 
     def _pending_from_store(self) -> None:
         store = self.owner.engine.store
-        if self.compacter.later is not None or store is None or not self.conversation.stored():
+        waiting = self.compacter.next_turn.peek()
+        if waiting is not None or store is None or not self.conversation.stored():
             return
         pending = store.get_session(self.conversation.session_id).metadata.get(PENDING_KEY)
         if isinstance(pending, Mapping):
-            self.compacter.later = Message.from_param(pending)
+            self.compacter.next_turn.hold(Message.from_param(pending))
 
     def _adopt(self, message: Any) -> None:
         block = next((b for b in message.content if b.type == "compaction"), None)
@@ -348,7 +349,7 @@ class _Watch:
         ``tools`` (the tool results it appends), else the history's last message. Placed
         once; it waits while there is no user turn to follow."""
         compacter = self.compacter
-        later = compacter.later
+        later = compacter.next_turn.peek()
         if later is None:
             return None
         placed = compacter.carried(Message.user("-"))  # the model's rule, from the core
@@ -363,7 +364,7 @@ class _Watch:
             self.converted[id(param)] = (param, later)  # read back as it is: with its parts
             return later
         if tools is None:  # no system messages on this model, and no turn of ours to extend
-            compacter.later = later
+            compacter.next_turn.hold(later)
             return None
         tools["content"].extend(dict(b) for b in later.content)  # before the runner sends it
         return None

@@ -115,6 +115,9 @@ class CompactionOutcome(BaseModel):
     transition: CompactionTransition | None = None
     skipped: str | None = None
     """Why nothing was compacted although the decision said to (nothing to cut, no savings)."""
+    later: InstanceOf[Message] | None = None
+    """What the child carries but cannot place yet (it ends with a reply): it goes after the
+    next user message (a loop's compacter holds it, ``ConversationCompacter.next_turn``)."""
 
     @property
     def explanation(self) -> str:
