@@ -13,8 +13,8 @@ from support.histories import CharCounter
 
 from agentloop._adapters.records import from_record, to_record
 from agentloop._agent.agent import _carried_from_metadata
-from agentloop._core.compaction import api_compaction
-from agentloop._core.compaction.api_compaction import (
+from agentloop._core.compaction import on_demand
+from agentloop._core.compaction.on_demand import (
     CARRIED_OPEN,
     carried_over,
     read_carried,
@@ -180,7 +180,7 @@ def test_on_a_model_without_system_messages_the_user_turn_holds_the_parts() -> N
 
 def test_the_api_module_renders_with_the_one_function() -> None:
     parts = Carried("- s", None, (Pin("user", "p"),), "r")
-    expected = api_compaction.carried_text("- s", pinned=["[pinned user message]\np"], request="r")
+    expected = on_demand.carried_text("- s", pinned=["[pinned user message]\np"], request="r")
     assert render_carried(parts) == expected
 
 

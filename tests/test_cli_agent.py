@@ -33,7 +33,7 @@ from support.loop_scripts import (
 )
 
 from agentloop._adapters.records import from_record
-from agentloop._core.compaction.api_compaction import CARRIED_OPEN
+from agentloop._core.compaction.on_demand import CARRIED_OPEN
 from agentloop._core.values.validation import DEFAULT_MODEL
 
 # -- the stdin-driven mode, through the console script ----------------------------------------

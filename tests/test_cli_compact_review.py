@@ -15,7 +15,7 @@ from support.loop_scripts import SUMMARY, compaction_requests, filler, is_summar
 
 from agentloop._cli.compact_review import ABORTED, AGAIN, QUESTION, SIGNED
 from agentloop._cli.repl import COMPACT_USAGE
-from agentloop._core.compaction.api_compaction import CARRIED_OPEN
+from agentloop._core.compaction.on_demand import CARRIED_OPEN
 from sessions import Session
 
 CLIENT = ("-m", "claude-haiku-4-5")

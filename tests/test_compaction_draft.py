@@ -24,7 +24,7 @@ class Relabelled(BaseStrategy):
     summarizes = True
 
     def build(self, job: Job) -> Steps[Built | str]:
-        built = yield from job.api_summary()
+        built = yield from job.on_demand_summary()
         if not isinstance(built, str):
             built.label = "my own words"
         return built

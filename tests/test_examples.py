@@ -85,7 +85,7 @@ READS = (
     "README.md",
     "ARCHITECTURE.md",
     "agentloop/_core/facts/ledger.py",
-    "agentloop/_core/compaction/api_compaction.py",
+    "agentloop/_core/compaction/on_demand.py",
     "agentloop/_core/compaction_core.py",
     "agentloop/_loop/agent_loop.py",
     "agentloop/integrations/_engine.py",

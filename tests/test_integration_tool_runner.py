@@ -48,7 +48,7 @@ from agentloop import (
     default_tool_facts,
 )
 from agentloop._cli.main import main
-from agentloop._core.compaction.api_compaction import Carried, carried_message, carried_over
+from agentloop._core.compaction.on_demand import Carried, carried_message, carried_over
 from agentloop._core.compaction.summary import SUMMARIZER_SYSTEM
 from agentloop._core.values.carried import Pin
 from agentloop.integrations.tool_runner import RunnerCompaction

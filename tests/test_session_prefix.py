@@ -22,7 +22,7 @@ from agentloop._agent.session_prefix import (
     instructions_seen,
     update_text,
 )
-from agentloop._core.compaction.api_compaction import accepts_system_messages
+from agentloop._core.compaction.on_demand import accepts_system_messages
 from agentloop._core.values.messages import Message
 from agentloop._core.values.model import ModelRequest
 from agentloop.testing import ScriptedModel, tool_call, tool_reply

@@ -9,7 +9,7 @@ from typing import Any
 from fake_api import FakeAnthropicServer
 
 from agentloop import AnthropicModel, CompactionSettings, ConversationCompacter, Message
-from agentloop._core.compaction.api_compaction import API_SUMMARY
+from agentloop._core.compaction.on_demand import API_SUMMARY
 from agentloop._core.values.settings import StrategyName
 from agentloop.testing import tool_call
 
@@ -40,7 +40,7 @@ def compact(fake: FakeAnthropicServer, strategy: StrategyName, history: list[Mes
         max_output_tokens=2_000,
         settings=CompactionSettings(strategy=strategy, prepare_at=None),
     )
-    assert compacter.api_summary_available()  # the API would write the summary here
+    assert compacter.on_demand_available()  # the API would write the summary here
     return compacter.compact_and_transition("parent", history, force=True)
 
 

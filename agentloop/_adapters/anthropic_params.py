@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from agentloop._core.compaction.api_compaction import response_block
+from agentloop._core.compaction.on_demand import response_block
 from agentloop._core.values.blocks import is_compaction
 from agentloop._core.values.messages import Message, compaction_block, has_compaction
 from agentloop._core.values.model import (

@@ -52,7 +52,7 @@ def kept_request_note(transition: CompactionTransition) -> str | None:
     """Why a compaction left more than its aim: the latest request (a big paste, say) is kept
     verbatim, and it is most of what is left; None otherwise."""
     from agentloop._adapters.tokens import TokenEstimator
-    from agentloop._core.compaction.api_compaction import CARRIED_OPEN
+    from agentloop._core.compaction.on_demand import CARRIED_OPEN
     from agentloop._core.values.messages import Message, latest_request_index
 
     child = transition.compacted_messages

@@ -7,7 +7,7 @@ result above the target is tightened (smaller tail, old content in the tail prun
 request capped); one the API still counts at or above the trigger is not committed.
 
 Where the model offers on-demand compaction, the job offers the API's summary to the strategy
-(``api_compaction.py``: the block first, the kept turns with their thinking): ``summarize``
+(``on_demand.py``: the block first, the kept turns with their thinking): ``summarize``
 takes it, ``auto`` once pruning has not reached the target; with another summarizer model,
 without the capability or when it fails, agentloop summarizes, and every history it edits
 itself loses the thinking the edit invalidated (``Job.finished``).
@@ -24,18 +24,18 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any, cast
 
-from agentloop._core.compaction.api_compaction import (
-    PREPARED_API_NOTE,
-    OnDemandOffer,
-    keeps_from,
-    swapped_steps,
-)
 from agentloop._core.compaction.effects import (
     NewSessionId,
     ReadClock,
     RunHooks,
     Steps,
     perform,
+)
+from agentloop._core.compaction.on_demand import (
+    PREPARED_API_NOTE,
+    OnDemandOffer,
+    keeps_from,
+    swapped_steps,
 )
 from agentloop._core.compaction.prepared import (
     Preparation,
@@ -372,8 +372,8 @@ class CompactionCore:
             system=system,
             tools=tools,
             instructions=instructions,
-            api_summary=OnDemandOffer(
-                self.api_summary_available, self.summarizer, self.api_summary_max_tokens
+            on_demand=OnDemandOffer(
+                self.on_demand_available, self.summarizer, self.on_demand_max_tokens
             ),
         )
         job.warnings.extend(hooks.warnings)
@@ -539,14 +539,14 @@ class CompactionCore:
         ratio = self.calibration.ratio if self.calibration is not None else 1.0
         return int(len(text) / 3 * ratio) + 1
 
-    # -- the API's own summary (see ``api_compaction.py``) ----------------------------------------
+    # -- the API's own summary (see ``on_demand.py``) ----------------------------------------
 
     @property
     def profile(self) -> ModelProfile:
         """What the conversation's model can do where the summarizer answers it."""
         return profile_of(self.summarizer, self.model_name)
 
-    def api_summary_available(self) -> bool:
+    def on_demand_available(self) -> bool:
         """Whether the API writes this conversation's summaries (on-demand compaction): the
         model's :attr:`profile` says so, and no other model is to summarize
         (``--compaction-model``)."""
@@ -555,7 +555,7 @@ class CompactionCore:
             return False
         return self.profile.on_demand_compaction
 
-    def api_summary_max_tokens(self) -> int:
+    def on_demand_max_tokens(self) -> int:
         """``max_tokens`` of a compaction request (the summary's room)."""
         return max(1024, min(self.settings.summary_max_tokens, self.context_window // 4))
 

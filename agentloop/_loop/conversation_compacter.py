@@ -14,8 +14,8 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
-from agentloop._core.compaction.api_compaction import adopted_steps, api_instructions
 from agentloop._core.compaction.effects import CallModel, NewSessionId, ReadClock, Steps, perform
+from agentloop._core.compaction.on_demand import adopted_steps, api_instructions
 from agentloop._core.compaction.plan import plan_steps
 from agentloop._core.compaction.prepared import PreparedSummary, PrepareJob, next_job
 from agentloop._core.compaction.results import (
@@ -207,7 +207,7 @@ class ConversationCompacter(CompactionCore):
             system=system,
             tools=tools,
             count_text=self.counter_text,
-            on_demand=self.strategy.runs_as().api_summary and self.api_summary_available(),
+            on_demand=self.strategy.runs_as().uses_on_demand and self.on_demand_available(),
             fixed=self.calibrate(self.fixed_tokens(system, tools)),
             started=self.preparation.since_compaction,
         )

@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentloop._core.compaction.api_compaction import (
+from agentloop._core.compaction.on_demand import (
     api_instructions,
     compaction_request,
     response_block,
@@ -248,7 +248,7 @@ def next_job(
         if tokens - ready.tokens < trigger * settings.refresh_at:
             return None
         so_far = ready.text
-    if on_demand:  # the API summarizes the history as it stands (see api_compaction.py)
+    if on_demand:  # the API summarizes the history as it stands (see on_demand.py)
         full = max(1024, min(settings.summary_max_tokens, window // 4))
         max_tokens = min(full, window - tokens)  # a paste near the trigger: the room left
         if max_tokens < min(full, ROOM_FOR_A_SUMMARY):

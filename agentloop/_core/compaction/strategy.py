@@ -4,7 +4,7 @@ A strategy says what it keeps (:meth:`Strategy.max_tail_messages`), what it asks
 (:meth:`Strategy.edit`, for a strategy the API runs) and builds its result through a
 :class:`Job` (:meth:`Strategy.build`), which measures every candidate. The compaction hands it
 a job that calls the summarizer and counts with the API, and offers the API's own summary where
-the model writes one (:meth:`Job.api_summary`: the strategy decides whether and when to use it);
+the model writes one (:meth:`Job.on_demand_summary`: the strategy decides whether and when);
 the preview (``plan.py``) hands it a :class:`PreviewJob` that does neither, so both follow the
 same steps under the same budget.
 
@@ -154,12 +154,12 @@ class Built:
     """Made from the summary prepared in the background."""
     later: Message | None = None
     """What the child carries over but could not place yet (it ends with a reply): a system
-    message to append after the next user message (see ``api_compaction.py``)."""
+    message to append after the next user message (see ``on_demand.py``)."""
 
 
-class ApiSummary(Protocol):
+class OnDemandSummary(Protocol):
     """The API's own summary (on-demand compaction) as the core offers it to a job: asked
-    whether it is available only when a strategy wants it (``api_compaction.OnDemandOffer``)."""
+    whether it is available only when a strategy wants it (``on_demand.OnDemandOffer``)."""
 
     def available(self) -> bool: ...
 
@@ -194,7 +194,7 @@ class Job:
         system: str,
         tools: Sequence[dict[str, Any]],
         instructions: str | None = None,
-        api_summary: ApiSummary | None = None,
+        on_demand: OnDemandSummary | None = None,
         preserved: HookOutput | None = None,
     ) -> None:
         self.meter = meter
@@ -214,20 +214,20 @@ class Job:
         self.warnings: list[str] = []
         self.notes: list[str] = []
         self.spent: list[Usage] = []
-        self._api_summary = api_summary
+        self._on_demand = on_demand
 
     @property
-    def offers_api_summary(self) -> bool:
+    def offers_on_demand(self) -> bool:
         """Whether the API can write this compaction's summary (the model offers on-demand
         compaction and no other model is to summarize)."""
-        return self._api_summary is not None and self._api_summary.available()
+        return self._on_demand is not None and self._on_demand.available()
 
-    def api_summary(self) -> Steps[Built | str]:
+    def on_demand_summary(self) -> Steps[Built | str]:
         """The compaction by the API's own summary (the block first, the kept turns with their
         thinking), measured; or why there is none (the strategy then compacts itself)."""
-        if self._api_summary is None or not self._api_summary.available():
+        if self._on_demand is None or not self._on_demand.available():
             return NOT_OFFERED
-        return (yield from self._api_summary(self))
+        return (yield from self._on_demand(self))
 
     def local(self, candidate: Sequence[Message]) -> int:
         """The local estimate of a whole candidate request (no API figure in it)."""
@@ -396,9 +396,9 @@ class Strategy(Protocol):
     """False: only a compaction asked for runs here (the API compacts at the trigger)."""
     prepares: bool
     """A summary prepared in the background can stand for this strategy's result."""
-    api_summary: bool
+    uses_on_demand: bool
     """Its :meth:`build` asks for the API's summary where the job offers it
-    (:meth:`Job.api_summary`), so a summary prepared ahead is the API's too."""
+    (:meth:`Job.on_demand_summary`), so a summary prepared ahead is the API's too."""
     summarizes: bool
     """Uses the summarizer model (a compacter without one is told so)."""
 
@@ -427,7 +427,7 @@ class BaseStrategy:
     automatic: bool = True
     prepares: bool = False
     summarizes: bool = False
-    api_summary: bool = False
+    uses_on_demand: bool = False
 
     def runs_as(self) -> Strategy:
         return self

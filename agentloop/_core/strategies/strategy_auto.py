@@ -14,7 +14,7 @@ class AutoStrategy(BaseStrategy):
     name = "auto"
     prepares = True
     summarizes = True
-    api_summary = True
+    uses_on_demand = True
 
     def build(self, job: Job) -> Steps[Built | str]:
         pruned = yield from prune_steps(job, settle=True)

@@ -3,8 +3,8 @@ message stays (the conversation keeps its shape), the newest exchange is untouch
 
 from __future__ import annotations
 
-from agentloop._core.compaction.api_compaction import carried_message, job_carried, with_carried
 from agentloop._core.compaction.effects import Steps
+from agentloop._core.compaction.on_demand import carried_message, job_carried, with_carried
 from agentloop._core.compaction.strategy import BaseStrategy, Built, Job
 from agentloop._core.cutting.cut_and_prune import prune_tool_outputs, with_state
 from agentloop._core.values.carried import Carried

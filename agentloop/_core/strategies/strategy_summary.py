@@ -18,7 +18,7 @@ class SummarizeStrategy(BaseStrategy):
     name = "summarize"
     prepares = True
     summarizes = True
-    api_summary = True
+    uses_on_demand = True
 
     def build(self, job: Job) -> Steps[Built | str]:
         return (yield from summarized_steps(job))
@@ -27,10 +27,10 @@ class SummarizeStrategy(BaseStrategy):
 def summarized_steps(job: Job) -> Steps[Built | str]:
     """The API's summary where the job offers it; else, or when it fails, agentloop's own
     (:func:`summary_steps`), which then says why the API's was not used."""
-    if not job.offers_api_summary:
+    if not job.offers_on_demand:
         built: Built = yield from summary_steps(job)
         return built
-    api = yield from job.api_summary()
+    api = yield from job.on_demand_summary()
     if not isinstance(api, str):
         return api
     own = yield from summary_steps(job)

@@ -3,7 +3,7 @@
 The API's summary is a signed block that agentloop cannot extend, so what agentloop carries over
 (the artifact ledger, what the hooks rendered, pinned messages, the caller's instructions, the
 latest request) travels in a message of its own after the newest user turn. :class:`Carried`
-is that message's meaning: the compaction builds it, ``compaction.api_compaction`` renders it
+is that message's meaning: the compaction builds it, ``compaction.on_demand`` renders it
 once into the message's text, and the message keeps it (``Message.carried``; the store keeps it
 in the message's metadata), so the next compaction reads the parts, never the text.
 """

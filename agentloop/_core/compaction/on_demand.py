@@ -332,7 +332,7 @@ def api_compaction_steps(
     return response_block(response)
 
 
-def api_summary_steps(
+def on_demand_steps(
     job: Job, summarizer: Model | AsyncModel | None, *, max_tokens: int
 ) -> Steps[Built | str]:
     """The compaction by the API's own summary, measured; or why there is none (the caller
@@ -367,7 +367,7 @@ def api_summary_steps(
 
 
 class OnDemandOffer:
-    """The API's own summary as the core offers it to a job (:meth:`Job.api_summary`): whether
+    """The API's own summary as the core offers it to a job (:meth:`Job.on_demand_summary`): whether
     the model writes one is asked only when a strategy wants it (``available``: asked once,
     remembered by the core), and ``max_tokens`` is the summary's room."""
 
@@ -385,7 +385,7 @@ class OnDemandOffer:
         return self._available()
 
     def __call__(self, job: Job) -> Steps[Built | str]:
-        return api_summary_steps(job, self._summarizer, max_tokens=self._max_tokens())
+        return on_demand_steps(job, self._summarizer, max_tokens=self._max_tokens())
 
 
 def request_over_window(job: Job, cut: int, max_tokens: int) -> str | None:

@@ -14,7 +14,7 @@ import pytest
 from support.histories import CharCounter
 
 from agentloop._adapters.records import from_record, to_record
-from agentloop._core.compaction.api_compaction import (
+from agentloop._core.compaction.on_demand import (
     API_SUMMARY,
     CARRIED_OPEN,
     accepts_system_messages,
@@ -236,13 +236,13 @@ def test_failures_fall_back_to_the_own_summarizer_and_say_why() -> None:
 def test_a_compaction_model_or_no_capability_means_the_own_summarizer() -> None:
     model = ScriptedModel(on_demand_compaction=True)
     c = compacter(model, summary_model="claude-haiku-4-5")
-    assert not c.api_summary_available()
+    assert not c.on_demand_available()
     result = c.compact_and_transition("p", history(), force=True)
     assert result is not None and result.summary.strategy != API_SUMMARY
     assert all(r.compaction is None for r in model.requests)
     plain = compacter(ScriptedModel())  # a double without it: asked for free, offline
-    assert not plain.api_summary_available()
-    assert not compacter(model, api_summary=False).api_summary_available()  # turned off
+    assert not plain.on_demand_available()
+    assert not compacter(model, api_summary=False).on_demand_available()  # turned off
 
 
 def test_the_cut_never_leaves_a_tool_call_open_nor_starts_on_a_system_message() -> None:

@@ -27,7 +27,7 @@ from agentloop import (
     validate_messages,
 )
 from agentloop._adapters.records import from_record
-from agentloop._core.compaction.api_compaction import API_SUMMARY
+from agentloop._core.compaction.on_demand import API_SUMMARY
 from agentloop._core.values.settings import StrategyName
 from sessions import SqliteSessionStore, open_store
 
