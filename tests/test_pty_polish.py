@@ -22,6 +22,8 @@ from support.pty import REPO, TIMEOUT, Model, Terminal, launch, model, workspace
 
 from agentloop._cli.cells import cells
 
+pytestmark = pytest.mark.heavy  # every test runs the agent in a terminal
+
 __all__ = ["launch", "model", "workspace"]  # the fixtures, shared with test_pty_repl.py
 
 pytest.importorskip("prompt_toolkit")
@@ -104,6 +106,7 @@ def test_the_spinner_shows_the_time_and_how_to_interrupt(
     finally:
         release.set()
     term.expect("finally")
+    term.prompt()
     term.send("\x04")
     assert term.wait() == 0
 
@@ -120,6 +123,7 @@ def test_an_edit_shows_a_compact_diff(
     term.expect("⎿ 1 line added, 1 removed")
     term.expect(r"12 - line 12\s+12 \+ twelve")
     term.expect("edited")
+    term.prompt()
     term.send("\x04")
     assert term.wait() == 0
 

@@ -27,6 +27,8 @@ from support.pty import (
     Terminal,
 )
 
+pytestmark = pytest.mark.heavy  # every test runs the agent in a terminal
+
 pytest.importorskip("prompt_toolkit")
 
 # The CLI with a thread dump on SIGUSR1 (faulthandler), so a test can see which threads live.
@@ -92,6 +94,7 @@ def test_a_paste_is_one_message_and_newlines_can_be_typed(
         "line one\nline two\nline three",
         "line a\nline b\nline c",
     ]
+    term.prompt()  # before the editor takes the terminal, a Ctrl-D there would be end-of-file
     term.send("\x04")
     assert term.wait() == 0
 
@@ -113,6 +116,7 @@ def test_history_persists_across_runs(launch: Callable[..., Terminal], model: Mo
     again.send("\r")
     again.expect("second answer")
     assert model.last_text() == "remember this line"
+    again.prompt()
     again.send("\x04")
     assert again.wait() == 0
 
@@ -152,6 +156,7 @@ def test_consent_is_not_answered_by_type_ahead_and_the_text_is_kept(
     term.expect("got the next one")
     assert model.last_text() == "next message"
     assert "typed meanwhile is kept" in term.screen
+    term.prompt()
     term.send("\x04")
     assert term.wait() == 0
 
@@ -210,6 +215,7 @@ def test_ctrl_c_during_compact_stops_the_spinner_and_returns_to_the_prompt(
         term.send("are you there?\r")
         term.expect("still here")
         assert model.last_text() == "are you there?"
+        term.prompt()
         term.send("\x04")
         assert term.wait() == 0
         assert "Traceback" not in term.screen

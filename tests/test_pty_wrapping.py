@@ -16,6 +16,8 @@ from support.pty import ANSI, REPO, Model, Terminal, launch, model, workspace
 
 from agentloop._cli.cells import cells
 
+pytestmark = pytest.mark.heavy  # every test runs the agent in a terminal
+
 __all__ = ["launch", "model", "workspace"]  # the pty fixtures
 
 pytest.importorskip("prompt_toolkit")
