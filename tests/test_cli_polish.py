@@ -21,8 +21,8 @@ from agentloop._cli import editor
 from agentloop._cli.cells import cells, cut_cells, wrap_cells
 from agentloop._cli.editor import Pastes, trim_history
 from agentloop._cli.render import Column, fit_table
-from agentloop._cli.repl import help_text
 from agentloop._cli.reply_markdown import MarkdownStream, complete_blocks
+from agentloop._cli.slash_help import help_text
 from agentloop._cli.spinner import spinner_line
 from agentloop._cli.ui import TerminalUI, change_lines, notice, start_line
 

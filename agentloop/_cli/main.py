@@ -89,7 +89,7 @@ def help_width() -> int:
 
 def _epilog(width: int) -> str:
     from agentloop._cli.cells import paragraph, two_columns
-    from agentloop._cli.repl import KEY_ITEMS, SLASH_COMMANDS
+    from agentloop._cli.slash_help import KEY_ITEMS, SLASH_COMMANDS
 
     commands = (
         ("sessions ...", "stored sessions: list, show, search, tree, export, fork, delete, "
