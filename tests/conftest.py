@@ -19,15 +19,23 @@ settings.load_profile("ci" if os.environ.get("CI") else "dev")
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
-        "markers", "heavy: a test of several seconds (processes, a terminal, mypy): run first"
+        "markers",
+        "heavy(seconds=5): a test of several seconds (processes, a terminal, mypy), run first, "
+        "the longest first; seconds: about how long it takes alone",
     )
 
 
+def _heaviness(item: pytest.Item) -> float:
+    heavy = item.get_closest_marker("heavy")
+    return 0.0 if heavy is None else float(heavy.kwargs.get("seconds", 5))
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    # The heavy tests first, each group in its own order: pytest-xdist's workers take the light
-    # ones from the end while the heavy ones run, so no long test is left for the end of a run
-    # to hold the others idle. (The same order on every worker: the sort is stable.)
-    items.sort(key=lambda item: item.get_closest_marker("heavy") is None)
+    # The heavy tests first, the longest first (the rest in their own order): pytest-xdist's
+    # workers take the light ones from the end while the heavy ones run, so no long test is
+    # left for the end of a run to hold the other worker idle. (The same order on every worker:
+    # the sort is stable.)
+    items.sort(key=lambda item: -_heaviness(item))
 
 
 @pytest.fixture(autouse=True)

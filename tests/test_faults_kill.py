@@ -36,7 +36,7 @@ def backends() -> list[Backend]:
     return ["sqlite", postgres]
 
 
-@pytest.mark.heavy
+@pytest.mark.heavy(seconds=30)
 def test_kill_9_at_random_points_leaves_a_sound_store_and_continue_repairs(
     tmp_path: Path,
 ) -> None:
