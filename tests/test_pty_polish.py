@@ -157,14 +157,11 @@ def test_a_long_paste_shows_as_a_label_and_the_history_stays_small(
 
 
 def test_resume_without_an_id_offers_a_picker(
-    launch: Callable[..., Terminal],
-    model: Model,
-    fake_api: FakeAnthropicServer,
-    workspace: Path,
+    launch: Callable[..., Terminal], model: Model, piped: Callable[..., str]
 ) -> None:
     for topic in ("the older topic", "the newer topic"):
         model.replies.append(text_reply(f"about {topic}"))
-        assert pipe_run(fake_api, workspace, f"{topic}\n").returncode == 0
+        piped(f"{topic}\n")
     from sessions import open_store
 
     with open_store() as store:
@@ -184,14 +181,11 @@ def test_resume_without_an_id_offers_a_picker(
 
 
 def test_help_and_tables_fit_the_terminal_in_display_cells(
-    launch: Callable[..., Terminal],
-    model: Model,
-    fake_api: FakeAnthropicServer,
-    workspace: Path,
+    launch: Callable[..., Terminal], model: Model, piped: Callable[..., str]
 ) -> None:
     model.replies.append(text_reply("ok"))
     title = "日本語のとても長いタイトルのメッセージです、よろしくお願いします"
-    assert pipe_run(fake_api, workspace, f"{title}\n").returncode == 0
+    piped(f"{title}\n")
 
     listing = launch("sessions", "list")
     resize(listing, 60)
