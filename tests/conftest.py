@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import compileall
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -9,6 +10,11 @@ import pytest
 from hypothesis import settings
 
 pytest_plugins = ["support.fake_server", "support.agent_tools", "support.cli", "support.pty"]
+
+# Where Python is told to write no bytecode (PYTHONDONTWRITEBYTECODE), pytest rewrites and
+# compiles every test module anew in each worker: about 6 s of CPU each for this suite. The
+# test processes cache them (in __pycache__, as Python would); see also pytest_sessionstart.
+sys.dont_write_bytecode = False
 
 # CI runs the property tests at five times the local strength; locally a lighter profile keeps
 # the loop quick. (At 2,000 examples the properties took a minute of one worker more than at
