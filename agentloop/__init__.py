@@ -19,11 +19,19 @@ if TYPE_CHECKING:
     from agentloop._agent.mcp_tools import McpServers, aopen_mcp, open_mcp
     from agentloop._agent.recent_files import RecentFiles, recent_files_hook
     from agentloop._agent.search_history import search_history_tool
-    from agentloop._core.cache import with_cache_breakpoints
+    from agentloop._core.compaction.results import (
+        CompactionOutcome,
+        CompactionPlan,
+        CompactionSummary,
+        CompactionTransition,
+    )
     from agentloop._core.compaction_core import CompactionSettings
-    from agentloop._core.context import CompactionDecision, ContextUsage
-    from agentloop._core.cut_and_prune import choose_tail_start, prune_tool_outputs
-    from agentloop._core.messages import (
+    from agentloop._core.cutting.cut_and_prune import choose_tail_start, prune_tool_outputs
+    from agentloop._core.cutting.prefix import as_messages
+    from agentloop._core.facts.preserved_state import PreservedStateHook
+    from agentloop._core.measuring.cache import with_cache_breakpoints
+    from agentloop._core.measuring.context import CompactionDecision, ContextUsage
+    from agentloop._core.values.messages import (
         Message,
         MessageParam,
         SummaryInfo,
@@ -32,18 +40,23 @@ if TYPE_CHECKING:
         to_params,
         validate_messages,
     )
-    from agentloop._core.model import AsyncModel, Model, ModelRequest, ModelResponse
-    from agentloop._core.prefix import as_messages
-    from agentloop._core.preserved_state import PreservedStateHook
-    from agentloop._core.results import (
-        CompactionOutcome,
-        CompactionPlan,
-        CompactionSummary,
-        CompactionTransition,
+    from agentloop._core.values.model import (
+        ON_DEMAND_COMPACTION_BETA,
+        AsyncModel,
+        Model,
+        ModelRequest,
+        ModelResponse,
     )
-    from agentloop._core.tool import FunctionTool, Tool, ToolResult
-    from agentloop._core.tool_facts import CommandRan, FileTouched, TodoState, ToolCall, ToolFacts
-    from agentloop._core.validation import validate_threshold
+    from agentloop._core.values.model_profile import ModelProfile
+    from agentloop._core.values.tool import FunctionTool, Tool, ToolResult
+    from agentloop._core.values.tool_facts import (
+        CommandRan,
+        FileTouched,
+        TodoState,
+        ToolCall,
+        ToolFacts,
+    )
+    from agentloop._core.values.validation import validate_threshold
     from agentloop._errors import (
         AgentloopError,
         ConfigurationError,
@@ -58,59 +71,61 @@ _EXPORTS: dict[str, str] = {
     "AgentLoop": "agentloop._loop.agent_loop",
     "AgentloopError": "agentloop._errors",
     "AnthropicModel": "agentloop._adapters.anthropic",
-    "AsyncModel": "agentloop._core.model",
+    "AsyncModel": "agentloop._core.values.model",
     "Calibration": "agentloop._adapters.tokens",
-    "CommandRan": "agentloop._core.tool_facts",
-    "CompactionDecision": "agentloop._core.context",
-    "CompactionOutcome": "agentloop._core.results",
-    "CompactionPlan": "agentloop._core.results",
+    "CommandRan": "agentloop._core.values.tool_facts",
+    "CompactionDecision": "agentloop._core.measuring.context",
+    "CompactionOutcome": "agentloop._core.compaction.results",
+    "CompactionPlan": "agentloop._core.compaction.results",
     "CompactionSettings": "agentloop._core.compaction_core",
-    "CompactionSummary": "agentloop._core.results",
-    "CompactionTransition": "agentloop._core.results",
+    "CompactionSummary": "agentloop._core.compaction.results",
+    "CompactionTransition": "agentloop._core.compaction.results",
     "ConfigurationError": "agentloop._errors",
     "ContextFullError": "agentloop._loop.agent_loop",
-    "ContextUsage": "agentloop._core.context",
+    "ContextUsage": "agentloop._core.measuring.context",
     "ContextWindowResolver": "agentloop._adapters.windows",
     "ConversationCompacter": "agentloop._loop.conversation_compacter",
-    "FileTouched": "agentloop._core.tool_facts",
-    "FunctionTool": "agentloop._core.tool",
+    "FileTouched": "agentloop._core.values.tool_facts",
+    "FunctionTool": "agentloop._core.values.tool",
     "LoopEvents": "agentloop._loop.agent_loop",
-    "Message": "agentloop._core.messages",
-    "MessageParam": "agentloop._core.messages",
+    "Message": "agentloop._core.values.messages",
+    "MessageParam": "agentloop._core.values.messages",
+    "ON_DEMAND_COMPACTION_BETA": "agentloop._core.values.model",
     "MessageValidationError": "agentloop._errors",
-    "Model": "agentloop._core.model",
+    "Model": "agentloop._core.values.model",
     "ModelError": "agentloop._errors",
     "ModelLimits": "agentloop._adapters.windows",
-    "ModelRequest": "agentloop._core.model",
-    "ModelResponse": "agentloop._core.model",
-    "PreservedStateHook": "agentloop._core.preserved_state",
+    "ModelProfile": "agentloop._core.values.model_profile",
+    "ModelRequest": "agentloop._core.values.model",
+    "ModelResponse": "agentloop._core.values.model",
+    "PreservedStateHook": "agentloop._core.facts.preserved_state",
     "PromptTooLongError": "agentloop._errors",
     "McpServers": "agentloop._agent.mcp_tools",
     "RecentFiles": "agentloop._agent.recent_files",
-    "SummaryInfo": "agentloop._core.messages",
-    "TodoState": "agentloop._core.tool_facts",
+    "SummaryInfo": "agentloop._core.values.messages",
+    "TodoState": "agentloop._core.values.tool_facts",
     "TokenEstimator": "agentloop._adapters.tokens",
-    "Tool": "agentloop._core.tool",
-    "ToolCall": "agentloop._core.tool_facts",
-    "ToolFacts": "agentloop._core.tool_facts",
-    "ToolResult": "agentloop._core.tool",
+    "Tool": "agentloop._core.values.tool",
+    "ToolCall": "agentloop._core.values.tool_facts",
+    "ToolFacts": "agentloop._core.values.tool_facts",
+    "ToolResult": "agentloop._core.values.tool",
     "TurnResult": "agentloop._loop.agent_loop",
-    "Usage": "agentloop._core.messages",
-    "as_messages": "agentloop._core.prefix",
+    "Usage": "agentloop._core.values.messages",
+    "as_messages": "agentloop._core.cutting.prefix",
     "message_from_response": "agentloop._adapters.anthropic",
     "history_betas": "agentloop._adapters.anthropic_params",
-    "choose_tail_start": "agentloop._core.cut_and_prune",
+    "choose_tail_start": "agentloop._core.cutting.cut_and_prune",
     "default_tool_facts": "agentloop._adapters.tool_recognizers",
-    "is_safe_boundary": "agentloop._core.messages",
-    "prune_tool_outputs": "agentloop._core.cut_and_prune",
+    "is_safe_boundary": "agentloop._core.values.messages",
+    "prune_tool_outputs": "agentloop._core.cutting.cut_and_prune",
     "aopen_mcp": "agentloop._agent.mcp_tools",
     "open_mcp": "agentloop._agent.mcp_tools",
     "recent_files_hook": "agentloop._agent.recent_files",
     "search_history_tool": "agentloop._agent.search_history",
-    "to_params": "agentloop._core.messages",
-    "validate_messages": "agentloop._core.messages",
-    "validate_threshold": "agentloop._core.validation",
-    "with_cache_breakpoints": "agentloop._core.cache",
+    "to_params": "agentloop._core.values.messages",
+    "validate_messages": "agentloop._core.values.messages",
+    "validate_threshold": "agentloop._core.values.validation",
+    "with_cache_breakpoints": "agentloop._core.measuring.cache",
 }
 
 
@@ -130,6 +145,7 @@ def __dir__() -> list[str]:
 __version__ = "0.1.0"
 
 __all__ = [
+    "ON_DEMAND_COMPACTION_BETA",
     "AgentLoop",
     "AgentloopError",
     "AnthropicModel",
@@ -157,6 +173,7 @@ __all__ = [
     "Model",
     "ModelError",
     "ModelLimits",
+    "ModelProfile",
     "ModelRequest",
     "ModelResponse",
     "PreservedStateHook",

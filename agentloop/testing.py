@@ -16,9 +16,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentloop._core.blocks import is_text, is_tool_use
-from agentloop._core.messages import ContentBlock, Message, Usage
-from agentloop._core.model import IterationUsage, ModelRequest, ModelResponse, TextCallback
+from agentloop._core.values.blocks import is_text, is_tool_use
+from agentloop._core.values.messages import ContentBlock, Message, Usage
+from agentloop._core.values.model import IterationUsage, ModelRequest, ModelResponse, TextCallback
+from agentloop._core.values.model_profile import ModelProfile
 from agentloop._errors import ModelError
 
 __all__ = [
@@ -75,6 +76,7 @@ class _RecordingModel:
         counts_tokens: bool = False,
         on_demand_compaction: bool = False,
         estimated_usage: bool = False,
+        profile: ModelProfile | None = None,
     ) -> None:
         self.requests: list[ModelRequest] = []
         self.counted: list[ModelRequest] = []
@@ -82,6 +84,7 @@ class _RecordingModel:
         self.counts_tokens = counts_tokens
         self.on_demand_compaction = on_demand_compaction
         self.estimated_usage = estimated_usage
+        self.profile = profile
         self._estimator: Any = None
         self._check_flags()
 
@@ -91,15 +94,18 @@ class _RecordingModel:
             raise ValueError("a model whose usage is estimated cannot count tokens")
 
     def supports_on_demand_compaction(self, model: str) -> bool:
-        """Whether this double writes summaries itself (``on_demand_compaction=True``): a
-        request with ``compaction`` is then answered with a signed-looking compaction block."""
+        """Whether this double writes summaries itself (its ``profile`` says so, else
+        ``on_demand_compaction=True``): a request with ``compaction`` is then answered with a
+        signed-looking compaction block."""
+        if self.profile is not None:
+            return self.profile.on_demand_compaction
         return self.on_demand_compaction
 
     def _compaction_reply(self, request: ModelRequest) -> ModelResponse:
         """The answer to an on-demand compaction request: one compaction block summarizing
         the requests seen, zero top-level usage, the work in a ``compaction`` iteration."""
         self.requests.append(request)
-        if not self.on_demand_compaction:
+        if not self.supports_on_demand_compaction(request.model):
             raise ModelError("this model does not offer on-demand compaction")
         asks = [m.text.strip()[:200] for m in request.messages if m.is_request and m.text.strip()]
         content = "## Goal\n" + ("\n".join(f"- {a}" for a in asks[-5:]) or "none")
@@ -174,7 +180,7 @@ def summary_input(request: ModelRequest) -> str:
     instruction; a transcript request, its prompt (which holds the rendered transcript)."""
     if not request.metadata.get("continues"):
         return request.messages[-1].text if request.messages else ""
-    from agentloop._core.summary import SUMMARY_REQUEST_OPENING, render_message
+    from agentloop._core.compaction.summary import SUMMARY_REQUEST_OPENING, render_message
 
     messages = list(request.messages)
     last = messages[-1]
@@ -232,12 +238,14 @@ class ScriptedModel(_RecordingModel):
         summarizer: Callable[[ModelRequest], str] = scripted_summary,
         on_demand_compaction: bool = False,
         estimated_usage: bool = False,
+        profile: ModelProfile | None = None,
     ) -> None:
         super().__init__(
             input_token_factor=input_token_factor,
             counts_tokens=counts_tokens,
             on_demand_compaction=on_demand_compaction,
             estimated_usage=estimated_usage,
+            profile=profile,
         )
         self.replies: list[Reply] = [text_reply(r) if isinstance(r, str) else r for r in replies]
         self.default = default
@@ -268,13 +276,17 @@ class ScriptedModel(_RecordingModel):
 @dataclass
 class FunctionModel(_RecordingModel):
     """Answers with ``function(request)``: a :class:`Reply`, a string, or content blocks. With
-    ``estimated_usage`` its usage is marked a local estimate, not the API's count."""
+    ``estimated_usage`` its usage is marked a local estimate, not the API's count; ``profile``
+    declares what the model can do (:class:`~agentloop.ModelProfile`)."""
 
     function: Callable[[ModelRequest], Reply | str | Sequence[ContentBlock]]
     input_token_factor: float = 1.0
     counts_tokens: bool = False
     on_demand_compaction: bool = False
     estimated_usage: bool = False
+    profile: ModelProfile | None = None
+    """What the model can do (window, output limit, on-demand compaction, system messages
+    mid-conversation...); None: the shipped table's profile of the request's model name."""
     requests: list[ModelRequest] = field(default_factory=list)
     counted: list[ModelRequest] = field(default_factory=list)
 
@@ -283,7 +295,7 @@ class FunctionModel(_RecordingModel):
         self._check_flags()
 
     def complete(self, request: ModelRequest, on_text: TextCallback | None = None) -> ModelResponse:
-        if request.compaction is not None and self.on_demand_compaction:
+        if request.compaction is not None and self.supports_on_demand_compaction(request.model):
             return self._compaction_reply(request)
         try:
             answer = self.function(request)

@@ -1,4 +1,4 @@
-"""The compaction benchmarks of issue 8, all in one run, beside LangChain. Prints markdown.
+"""The compaction benchmarks, all in one run, beside LangChain. Prints markdown.
 
     python benchmarks/bench_compaction.py [--quick]
 

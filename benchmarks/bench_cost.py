@@ -1,11 +1,11 @@
-"""What a session is billed with the prompt cache (issue 17): a table.
+"""What a session is billed with the prompt cache: a table.
 
 The transcript corpus (``tests/transcripts``: a coding session, a session with steering
 messages, one with errors buried in long tool outputs) is replayed through ``AgentLoop`` on the
 real ``anthropic`` SDK against the test server, which bills like the Messages API's prompt cache
 (reads 0.1x, 5-minute writes 1.25x, the 20-block lookback, a minimum cacheable length). Each
-transcript runs three ways: no cache breakpoints at all, the system prompt alone marked (the
-state before issue 17), and breakpoints that follow the conversation (this issue); once with a
+transcript runs three ways: no cache breakpoints at all, the system prompt alone marked (as
+agentloop did first), and breakpoints that follow the conversation (as it does now); once with a
 window small enough for several compactions, once with a 200k window (no compaction).
 
 Each runs on both paths: ``client`` (a model without on-demand compaction: agentloop writes
@@ -35,8 +35,8 @@ from transcripts import Transcript, buried_errors_session, coding_session, steer
 from trigger_trace import PATHS, Replayed, replay_traced
 
 from agentloop import Usage
-from agentloop._core.cache import CacheMode
-from agentloop._core.pricing import bill
+from agentloop._core.measuring.cache import CacheMode
+from agentloop._core.measuring.pricing import bill
 
 MODES: tuple[CacheMode, ...] = ("off", "system", "conversation")
 LABELS = {"off": "no cache", "system": "system only", "conversation": "conversation"}

@@ -1,12 +1,11 @@
-"""How long a compaction holds the user up, with and without the summary prepared ahead
-(issues 18 and 27).
+"""How long a compaction holds the user up, with and without the summary prepared ahead.
 
 Two workloads, each on both paths: ``client`` (a model without on-demand compaction:
 agentloop writes the summary, continuing the cached conversation) and ``on-demand`` (the API
 writes it: ``compaction`` in the request). The test server answers each reply after
 ``--reply`` seconds and each summary, agentloop's or the API's, after ``--summary`` seconds.
 
-- **turns** (the issue's workload, real time): requests and replies of a fixed number of words
+- **turns** (a conversation's workload, real time): requests and replies of a fixed number of words
   at a 60k window, through ``AgentLoop`` on the real SDK. Several sizes, so that the trigger
   falls at different points of the background request's life.
 - **transcript**: the coding transcript of the test corpus replayed (tool calls, recorded

@@ -1,4 +1,4 @@
-"""Compaction overhead with the child saved, at the 85 %-of-200k point (issue 8).
+"""Compaction overhead with the child saved, at the 85 %-of-200k point.
 
     python benchmarks/bench_overhead.py [--quick]
 
@@ -6,7 +6,7 @@
 the history: measuring, the strategy, the summarizer input, validation, and the store
 transition (child + parent marked compacted, one transaction with its fsync). The summarizer
 answers at once with a fixed summary, so what is timed is agentloop's own work. Two
-histories past the trigger: the synthetic one of the first benchmark (issue 8's P3 figure)
+histories past the trigger: the synthetic one of the first benchmark (the P3 figure)
 and a coding session of the transcript corpus. Beside it, LangChain's
 ``SummarizationMiddleware.before_model`` with a zero-latency summarizer (no store: LangGraph
 persists its state elsewhere). What is over the target is profiled (cProfile).
@@ -55,7 +55,7 @@ from agentloop import (
     TokenEstimator,
 )
 from agentloop._adapters.records import to_record
-from agentloop._core.settings import StrategyName
+from agentloop._core.values.settings import StrategyName
 from agentloop.testing import FunctionModel
 
 TARGET_MS = 10.0

@@ -1,4 +1,4 @@
-"""Probes of a compacted context, asked of the model (issue 28): for people with an API key.
+"""Probes of a compacted context, asked of the model: for people with an API key.
 
     ANTHROPIC_API_KEY=... python benchmarks/bench_probes.py [--model claude-sonnet-4-6]
         [--runs 3] [--size 160] [--transcripts coding calculator]
@@ -48,9 +48,9 @@ from agentloop import (  # noqa: E402
     as_messages,
     default_tool_facts,
 )
-from agentloop._core.ledger import derive  # noqa: E402
-from agentloop._core.model import Model  # noqa: E402
-from agentloop._core.receipt import span_facts  # noqa: E402
+from agentloop._core.facts.ledger import derive  # noqa: E402
+from agentloop._core.facts.receipt import span_facts  # noqa: E402
+from agentloop._core.values.model import Model  # noqa: E402
 
 ProbeKind = Literal["recall", "artifact", "continuation", "decision"]
 PROBE_KINDS: tuple[ProbeKind, ...] = ("recall", "artifact", "continuation", "decision")

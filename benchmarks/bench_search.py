@@ -1,8 +1,8 @@
-"""Benchmark of full-text search over stored messages (issue 23), SQLite beside PostgreSQL;
+"""Benchmark of full-text search over stored messages, SQLite beside PostgreSQL;
 prints a table.
 
     python benchmarks/bench_search.py [--url postgresql://postgres@127.0.0.1:5432/test]
-        [--messages 100000] [--runs 21] [--appends 301] [--sqlite-only]
+        [--messages 100000] [--runs 21] [--appends 301] [--sqlite-only | --postgres-only]
 
 Targets: a search over 100,000 stored messages <= 50 ms (median), on both backends; appending
 costs at most 20 % more with the index than without it.
@@ -16,12 +16,14 @@ once in the big conversation and once in another. Searches: that rare detail, a 
 conversation, in a workspace (100 conversations) and in the whole store; through
 ``search_messages`` (SQL, excerpts, tool names: what the tool and the command get).
 
-Append cost: the same store, one session, appends interleaved with the index written and not
-written (the indexing call replaced by a no-op; on SQLite in a second store, so that the
-batches of index rows hold only the indexed appends' messages): one 1 kB message (the store
-benchmarks' message), and a turn of a 4 kB tool result and a 600-character reply, 20 ms
-apart (less than a model call leaves between two turns' appends); medians and means (SQLite
-indexes every 64 messages in a batch, on a thread of the store).
+Append cost: the same store, a session per variant, appends interleaved with the index written
+and not written (the indexing call replaced by a no-op; on SQLite in a second store, so that the
+batches of index rows hold only the indexed appends' messages) and, on PostgreSQL, written in
+the append's own transaction (how it was before its appends queued their messages): one 1 kB
+message (the store benchmarks' message), and a turn of a 4 kB tool result and a 600-character
+reply, 20 ms apart (less than a model call leaves between two turns' appends); medians and
+means (both backends index in batches, on a thread of the store: SQLite every 64 messages,
+PostgreSQL every 32 appends).
 """
 
 from __future__ import annotations
@@ -170,6 +172,17 @@ def no_index() -> contextlib.AbstractContextManager[object]:
     return mock.patch("sessions._sql_messages.index_messages", lambda *args, **kwargs: None)
 
 
+def index_in_the_append() -> contextlib.AbstractContextManager[object]:
+    """The store of before the batches (PostgreSQL): each append writes its index rows."""
+    from sessions._sql_search import index_at_once
+
+    def index(db: Any, root_id: str, rows: Any, **kwargs: Any) -> bool:
+        index_at_once(db, root_id, rows)
+        return False
+
+    return mock.patch("sessions._sql_messages.index_messages", index)
+
+
 def bench_searches(
     store: SessionStore, head: str, medium: str, common: str, runs: int
 ) -> list[tuple[str, float, int]]:
@@ -229,19 +242,29 @@ TURN_GAP = 0.02
 on a thread of its own, between the turns."""
 
 
+Variant = Literal["plain", "before", "now"]
+AppendRow = tuple[str, dict[Variant, float]]
+
+
 def bench_append(
-    store: SessionStore, runs: int, plain_store: SessionStore | None = None
-) -> list[tuple[str, float, float]]:
-    """``plain_store``: where the appends without the index go (SQLite: a store of its own, so
-    that the batches written by the indexed appends hold only their own messages)."""
+    store: SessionStore, runs: int, plain_store: SessionStore | None = None, before: bool = False
+) -> list[AppendRow]:
+    """Appends without the index ("plain"), with it as the store writes it ("now") and, with
+    ``before``, with the index rows written in the append's transaction ("before"; PostgreSQL
+    until its appends queued their messages), interleaved. ``plain_store``: where the appends
+    without the index go (SQLite: a store of its own, so that the batches written by the
+    indexed appends hold only their own messages)."""
     rng = random.Random(7)
     words = Words(rng)
-    other = plain_store or store
-    session = store.create_session(model="m", workspace="/bench/append")
-    plain_session = other.create_session(model="m", workspace="/bench/append")
+    stores: dict[Variant, SessionStore] = {"plain": plain_store or store}
+    if before:
+        stores["before"] = store
+    stores["now"] = store
+    sessions = {}
     start = batch(words, rng, 1000, 0)
-    store.append_messages(session.id, start)
-    other.append_messages(plain_session.id, start)
+    for variant, target in stores.items():
+        sessions[variant] = target.create_session(model="m", workspace="/bench/append").id
+        target.append_messages(sessions[variant], start)
     one = [said("user", "The parser now handles nested brackets. " * 25)]
     call = {"type": "tool_use", "id": "toolu_x", "name": "run_command", "input": {"command": "ls"}}
     turn = [
@@ -251,22 +274,27 @@ def bench_append(
         ),
         said("assistant", words.text(100)),
     ]
-    rows = []
+    modes: dict[Variant, Callable[[], contextlib.AbstractContextManager[object]]] = {
+        "plain": no_index,
+        "before": index_in_the_append,
+        "now": contextlib.nullcontext,
+    }
+    rows: list[AppendRow] = []
     cases = (
         ("append 1 message (1 kB)", one, None, True),
+        ("  1 message, commits not waiting for the disk", one, None, False),
         ("append a turn (4 kB tool result + reply)", turn, call, True),
-        ("  the same, commits not waiting for the disk", turn, call, False),
+        ("  a turn, commits not waiting for the disk", turn, call, False),
     )
-    for label, messages, before, durable in cases:
-        set_durable(store, durable)
-        set_durable(other, durable)
-        indexed: list[float] = []
-        plain: list[float] = []
+    for label, messages, before_call, durable in cases:
+        for target in stores.values():
+            set_durable(target, durable)
+        samples: dict[Variant, list[float]] = {variant: [] for variant in stores}
         for n in range(runs):
-            if before is not None:
-                asked = [NewMessage(role="assistant", content=[{**before, "id": f"t{n}"}])]
-                store.append_messages(session.id, asked)
-                other.append_messages(plain_session.id, asked)
+            if before_call is not None:
+                asked = [NewMessage(role="assistant", content=[{**before_call, "id": f"t{n}"}])]
+                for variant, target in stores.items():
+                    target.append_messages(sessions[variant], asked)
                 messages = [
                     NewMessage(
                         role="user",
@@ -274,28 +302,27 @@ def bench_append(
                     ),
                     *messages[1:],
                 ]
-            # Interleaved, and each first in turn: drift in the machine's load hits both alike.
-            order = (True, False) if n % 2 else (False, True)
-            for index in order:
-                if index:
-                    indexed.append(timed(lambda: store.append_messages(session.id, messages)))  # noqa: B023
-                else:
-                    with no_index():
-                        plain.append(
-                            timed(lambda: other.append_messages(plain_session.id, messages))  # noqa: B023
-                        )
+            # Interleaved, each first in turn: drift in the machine's load hits all alike.
+            order = list(stores)
+            shift = n % len(order)
+            for variant in order[shift:] + order[:shift]:
+                target, session = stores[variant], sessions[variant]
+                with modes[variant]():
+                    samples[variant].append(
+                        timed(lambda: target.append_messages(session, messages))  # noqa: B023
+                    )
             time.sleep(TURN_GAP)
-        rows.append((label, median_ms(plain), median_ms(indexed)))
-        # The mean counts every append, those slowed by a batch being indexed (SQLite) too.
-        rows.append((f"{label}, mean", mean_ms(plain), mean_ms(indexed)))
-    set_durable(store, True)
-    set_durable(other, True)
+        rows.append((label, {v: median_ms(x) for v, x in samples.items()}))
+        # The mean counts every append, those slowed by a batch being indexed too.
+        rows.append((f"{label}, mean", {v: mean_ms(x) for v, x in samples.items()}))
+    for target in stores.values():
+        set_durable(target, True)
     return rows
 
 
 def run_backend(
     name: str, location: str, args: argparse.Namespace
-) -> tuple[str, float, list[tuple[str, float, int]], list[tuple[str, float, float]]]:
+) -> tuple[str, float, list[tuple[str, float, int]], list[AppendRow]]:
     rng = random.Random(23)
     with open_store(location) as store:
         started = time.perf_counter()
@@ -306,7 +333,7 @@ def run_backend(
             with open_store(str(Path(location).with_suffix(".plain.db"))) as plain:
                 appends = bench_append(store, args.appends, plain)
         else:
-            appends = bench_append(store, args.appends)
+            appends = bench_append(store, args.appends, before=True)
     return name, built, searches, appends
 
 
@@ -317,10 +344,12 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=21)
     parser.add_argument("--appends", type=int, default=301)
     parser.add_argument("--sqlite-only", action="store_true")
+    parser.add_argument("--postgres-only", action="store_true")
     args = parser.parse_args()
     results = []
-    with tempfile.TemporaryDirectory(prefix="bench-search-") as directory:
-        results.append(run_backend("SQLite", str(Path(directory) / "search.db"), args))
+    if not args.postgres_only:
+        with tempfile.TemporaryDirectory(prefix="bench-search-") as directory:
+            results.append(run_backend("SQLite", str(Path(directory) / "search.db"), args))
     if not args.sqlite_only:
         import psycopg
         from psycopg import sql
@@ -344,18 +373,25 @@ def main() -> None:
         cells = [f"{r[2][i][1]:8.2f} ms ({r[2][i][2]:>2})" for r in results]
         print(f"{label.ljust(width)}  " + "  ".join(f"{c:>16}" for c in cells))
     print(
-        f"\nAppend, median (and mean) of {args.appends}, without / with the index "
-        "(target <= +20 %)\n"
+        f"\nAppend, median (and mean) of {args.appends}, {TURN_GAP * 1000:.0f} ms apart: "
+        "without the index, then with it (target <= +20 %)"
     )
-    labels = [label for label, _, _ in results[0][3]]
-    width = max(len(label) for label in labels)
-    print(f"{'append'.ljust(width)}  " + "  ".join(f"{n:>30}" for n in names))
-    for i, label in enumerate(labels):
-        cells = []
-        for r in results:
-            plain, indexed = r[3][i][1], r[3][i][2]
-            cells.append(f"{plain:.3f} / {indexed:.3f} ms ({(indexed / plain - 1) * 100:+.0f} %)")
-        print(f"{label.ljust(width)}  " + "  ".join(f"{c:>30}" for c in cells))
+    heads: dict[Variant, str] = {
+        "plain": "without",
+        "before": "in the append (before)",
+        "now": "in batches (now)",
+    }
+    for name, _, _, appends in results:
+        variants = list(appends[0][1])
+        width = max(len(label) for label, _ in appends)
+        print(f"\n{name.ljust(width)}  " + "  ".join(f"{heads[v]:>24}" for v in variants))
+        for label, figures in appends:
+            plain = figures["plain"]
+            cells = [f"{plain:.3f} ms"] + [
+                f"{figures[v]:.3f} ms ({(figures[v] / plain - 1) * 100:+.0f} %)"
+                for v in variants[1:]
+            ]
+            print(f"{label.ljust(width)}  " + "  ".join(f"{c:>24}" for c in cells))
     built = ", ".join(f"{name} {seconds:.0f} s" for name, seconds, *_ in results)
     print(f"\n(stores built in: {built}; Python {sys.version.split()[0]})")
 

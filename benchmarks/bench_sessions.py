@@ -2,7 +2,7 @@
 
     python benchmarks/bench_sessions.py [--sessions 10000] [--runs 9]
 
-Targets (issue 2): append one message to a 10,000-message session vs a 100-message one, ratio
+Targets: append one message to a 10,000-message session vs a 100-message one, ratio
 <= 1.5 and each <= 1 ms median; `agentloop sessions list` over 10,000 sessions <= 300 ms wall
 (start-up included); newest descendant through a 10-generation lineage <= 100 ms;
 `agentloop --help` <= 300 ms wall.

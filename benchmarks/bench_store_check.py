@@ -1,4 +1,4 @@
-"""The check of a whole SQLite store before a process writes to it (issue 20, point 9), on a
+"""The check of a whole SQLite store before a process writes to it, on a
 store of about 1 GB: opening it is not slowed (the check runs in the background), how long the
 check takes, and what the first write of a conversation waits for it.
 

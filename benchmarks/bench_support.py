@@ -1,7 +1,7 @@
-"""Shared pieces of the compaction benchmarks (issue 8): timing, zero-latency models, histories.
+"""Shared pieces of the compaction benchmarks: timing, zero-latency models, histories.
 
 Not a benchmark itself: ``bench_compaction.py`` and its sections import it. Histories come
-from the project's transcript corpus (``tests/transcripts``) and, for the P3 figure of issue 8,
+from the project's transcript corpus (``tests/transcripts``) and, for the P3 figure,
 from the synthetic history the first compaction benchmark used. Every message carries its
 cached token estimate (``Message.with_tokens``), as the loop stores them.
 """
@@ -30,9 +30,9 @@ from fake_api import FakeAnthropicServer  # noqa: E402
 from transcripts import Transcript  # noqa: E402
 
 from agentloop import Message, TokenEstimator, Usage, as_messages, to_params  # noqa: E402
-from agentloop._core.messages import ContentBlock  # noqa: E402
-from agentloop._core.model import ModelRequest, ModelResponse, TextCallback  # noqa: E402
-from agentloop._core.settings import StrategyName  # noqa: E402
+from agentloop._core.values.messages import ContentBlock  # noqa: E402
+from agentloop._core.values.model import ModelRequest, ModelResponse, TextCallback  # noqa: E402
+from agentloop._core.values.settings import StrategyName  # noqa: E402
 
 MODEL = "claude-sonnet-4-5"
 STRATEGIES: tuple[StrategyName, ...] = ("auto", "summarize", "sliding_window", "prune")
@@ -262,7 +262,7 @@ def tiled_history(
     raise AssertionError("unreachable")
 
 
-# -- the synthetic history of the first benchmark (issue 8's P3 figure) ---------------------------
+# -- the synthetic history of the first benchmark (the P3 figure) ---------------------------------
 
 SYNTH_SYSTEM = "You are a careful coding agent working in a Python repository. " * 20
 SYNTH_TOOLS: list[dict[str, Any]] = [

@@ -1,4 +1,4 @@
-"""What survives a compaction, per kind of fact (issue 28).
+"""What survives a compaction, per kind of fact.
 
     python benchmarks/bench_survival.py [--size 240] [--seeds 0 1] [--markdown]
     python benchmarks/bench_survival.py --agents [--size 320] [--windows 200000 60000 16000]
@@ -7,7 +7,7 @@ Every transcript of the corpus (``tests/transcripts``: the generated ones and th
 through agentloop's own tools) is compacted 5 times in succession, as a long session is: the
 history up to a cut, compacted; the compacted context plus the next part of the transcript,
 compacted again; and so on. The summaries are the offline digest (deterministic, no model).
-For every compaction the facts of the span it replaced (``agentloop._core.receipt``: paths
+For every compaction the facts of the span it replaced (``agentloop._core.facts.receipt``: paths
 touched, commands and how they ended, error lines, numbers the user gave, user requests, todo
 states) are looked for:
 
@@ -58,8 +58,8 @@ from agentloop import (  # noqa: E402
 )
 from agentloop._adapters.records import to_record  # noqa: E402
 from agentloop._agent.search_history import SearchHistoryTool  # noqa: E402
-from agentloop._core.ledger import Ledger, find_ledger  # noqa: E402
-from agentloop._core.receipt import (  # noqa: E402
+from agentloop._core.facts.ledger import Ledger, find_ledger  # noqa: E402
+from agentloop._core.facts.receipt import (  # noqa: E402
     KINDS,
     LABELS,
     Fact,
@@ -85,7 +85,7 @@ TARGETS: dict[Kind, tuple[float, float]] = {
     "requests": (0.95, 1.0),
 }
 """Per kind: the share that must be in the context, and the share recoverable by a search
-(issue 28's targets; none is set for numbers, and none is stale anywhere)."""
+(the targets; none is set for numbers, and none is stale anywhere)."""
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""Tokens after compaction, as the API counts them, for every strategy (issue 8).
+"""Tokens after compaction, as the API counts them, for every strategy.
 
     python benchmarks/bench_tokens_after.py
 
@@ -6,7 +6,7 @@ Histories from the transcript corpus grown past the 85 %-of-200k trigger as the 
 (``tests/fake_api``) counts them: text-heavy coding sessions, one with a tokenizer that
 charges 1.4× tiktoken, one with images and a PDF (charged by pixels and pages, not by their
 base64), two on a server that charges a fixed cost per message (60 tokens, and 250 tokens:
-content whose cost the local estimate cannot see, like the issue's reproduction). Each is
+content whose cost the local estimate cannot see). Each is
 compacted by each strategy three ways: with a summarizer model that counts (``count_tokens``
 = the server's count, as ``AnthropicModel`` has), with one that cannot (calibrated local
 estimate, the calibration learnt from earlier replies as the loop learns it), and as the
@@ -54,13 +54,13 @@ from agentloop import (
     Message,
     TokenEstimator,
 )
-from agentloop._core.settings import StrategyName
+from agentloop._core.values.settings import StrategyName
 from agentloop._loop.drive import drive
 
 STRATEGIES = bench_support.STRATEGIES
 MODES = ("API count", "estimate, calibrated", "estimate, library default")
 TARGET_NOTICE = 0.10
-"""The notice's "after" figure is within 10 % of what the API counts next (issue 8)."""
+"""The notice's "after" figure is within 10 % of what the API counts next."""
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""Per-turn cost of the agent loop at 500 / 4k / 10k / 50k messages of history (issue 8).
+"""Per-turn cost of the agent loop at 500 / 4k / 10k / 50k messages of history.
 
     python benchmarks/bench_turns.py [--quick]
 

@@ -1,4 +1,4 @@
-"""The fault figures of issues 10 and 20 at full count: ``kill -9`` of the console script at
+"""The fault figures at full count: ``kill -9`` of the console script at
 random points on both backends, and second writers on one session. The fault suite
 (``tests/test_faults_*.py``) runs a sample of the same machinery; this script runs the numbers.
 

@@ -19,12 +19,12 @@ from fake_api import FakeAnthropicServer
 from transcripts import Transcript
 
 from agentloop import AgentLoop, LoopEvents
-from agentloop._core.cache import CacheMode
-from agentloop._core.context import CompactionDecision
-from agentloop._core.effects import CallModel, CollectBackground, CountTokens, Effect
-from agentloop._core.model import ModelRequest
-from agentloop._core.results import CompactionTransition
-from agentloop._core.settings import StrategyName
+from agentloop._core.compaction.effects import CallModel, CollectBackground, CountTokens, Effect
+from agentloop._core.compaction.results import CompactionTransition
+from agentloop._core.measuring.cache import CacheMode
+from agentloop._core.measuring.context import CompactionDecision
+from agentloop._core.values.model import ModelRequest
+from agentloop._core.values.settings import StrategyName
 from agentloop._loop.drive import Runtime
 
 CLIENT_MODEL = "claude-sonnet-4-5"

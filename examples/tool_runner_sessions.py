@@ -24,8 +24,8 @@ from pathlib import Path
 import anthropic
 from anthropic import beta_async_tool, beta_tool
 
-from agentloop import CompactionTransition, LoopEvents
-from agentloop.integrations.tool_runner import COMPACTION_BETA, RunnerCompaction
+from agentloop import ON_DEMAND_COMPACTION_BETA, CompactionTransition, LoopEvents
+from agentloop.integrations.tool_runner import RunnerCompaction
 from sessions import SessionStore, open_store
 
 MODEL = os.environ.get("AGENTLOOP_MODEL", "claude-sonnet-5-5")
@@ -87,7 +87,7 @@ def first(prompt: str, store: SessionStore) -> str:
         system=SYSTEM,
         tools=[read_file],
         messages=[{"role": "user", "content": prompt}],
-        betas=[COMPACTION_BETA],
+        betas=[ON_DEMAND_COMPACTION_BETA],
         thread=False,  # the whole history each turn (the tests' server keeps no threads)
     )
     for message in compaction.follow(runner):
@@ -107,7 +107,7 @@ async def resume(root: str, question: str, store: SessionStore) -> None:
         system=SYSTEM,  # the stored session's: kept thinking is bound to them
         tools=[read_file_async],
         messages=[*compaction.history(), {"role": "user", "content": question}],
-        betas=[COMPACTION_BETA],
+        betas=[ON_DEMAND_COMPACTION_BETA],
         thread=False,
     )
     async for message in compaction.afollow(runner):

@@ -8,7 +8,9 @@ reads or writes anything of the lineage, so writers of one lineage queue (up to
 parallel; a transaction never locks two lineages except in root id order, so writers never
 deadlock. Reads run in ``REPEATABLE READ READ ONLY`` transactions (one snapshot, no locks).
 Durability: each write is one transaction, committed (one WAL flush, with the server's default
-``synchronous_commit = on``) before the call returns.
+``synchronous_commit = on``) before the call returns. The search index is written after the
+appends, in batches, on a thread of the store and a connection of its own
+(:func:`sessions._sql_search.catch_up`).
 
 Time: without an injected ``clock``, every write is stamped with the *server's* clock
 (``clock_timestamp()``), so workers on machines whose clocks disagree still order sessions and
@@ -26,6 +28,7 @@ The connection, the pool and their transactions are :mod:`sessions._postgres_db`
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
@@ -37,6 +40,7 @@ from ._postgres_db import (
     PostgresConnection,
     PostgresDb,
 )
+from ._sql_search import catch_up
 from ._sql_store import SqlSessionStore
 from ._sql_transaction import SqlTransaction
 
@@ -75,6 +79,9 @@ class PostgresSessionStore(PostgresConnection, SqlSessionStore):
     ) -> None:
         self._clock = clock
         self._book = LeaseBook()
+        self._indexer: threading.Thread | None = None
+        self._indexing = threading.Lock()
+        self._stopping = False
         PostgresConnection.__init__(
             self,
             url,
@@ -92,6 +99,42 @@ class PostgresSessionStore(PostgresConnection, SqlSessionStore):
             yield tx
         for done in tx.on_commit:
             done()
+
+    def _index_waiting(self) -> None:
+        """Index the batch that waits on a thread of the store, on a connection of its own, so
+        that the append that completed it returns at once (a turn's next append comes after a
+        model call) and never waits for it."""
+        with self._indexing:
+            indexer = self._indexer
+            if self._stopping or (indexer is not None and indexer.is_alive()):
+                return  # it indexes until none waits
+            self._indexer = threading.Thread(
+                target=self._index_batches, name="agentloop-search-index", daemon=True
+            )
+            self._indexer.start()
+
+    def _index_batches(self) -> None:
+        try:
+            while not self._stopping:
+                # A share per transaction: short ones, each committed (what other workers
+                # take meanwhile is skipped, not waited for).
+                with self._aside() as db:
+                    if catch_up(db, rounds=1) == 0:
+                        return
+        except Exception:
+            # Closed meanwhile, the server gone, the disk full: the messages wait, committed,
+            # for the next batch or search, which index them (their queue rows were kept).
+            pass
+
+    def close(self) -> None:
+        """Close the connections (idempotent), once a share of a batch being indexed is
+        written."""
+        with self._indexing:
+            self._stopping = True
+            indexer = self._indexer
+        if indexer is not None and indexer is not threading.current_thread():
+            indexer.join()
+        super().close()
 
     def __repr__(self) -> str:
         return f"PostgresSessionStore({self.location!r})"

@@ -104,6 +104,8 @@ class PostgresConnection:
         self._pool: ConnectionPool[Connection] | None = None
         self._closed = False
         self._async: AsyncSide | None = None
+        self._aside_lock = threading.Lock()
+        self._aside_conn: Connection | None = None
         conn = self._connect()
         try:
             prepare(conn, self._target, read_only)
@@ -244,6 +246,38 @@ class PostgresConnection:
                 self._rollback(conn)
                 raise self._map(error) from None
 
+    @contextmanager
+    def _aside(self) -> Iterator[PostgresDb]:
+        """One write transaction on a connection of its own, for the store's background work
+        (the search index's batches), so that it never holds the calls' connection or a slot
+        of their pool. The connection is made on first use and closed by :meth:`close`."""
+        with self._aside_lock:
+            if self._closed:
+                raise StoreError(f"session store {self.location} is closed", location=self.location)
+            conn = self._aside_conn
+            if conn is None or conn.closed or conn.broken:
+                if conn is not None:
+                    conn.close()
+                self._aside_conn = None
+                conn = self._connect()
+                try:
+                    self._configure(conn)
+                except psycopg.Error as error:
+                    conn.close()
+                    raise self._map(error) from None
+                self._aside_conn = conn
+            try:
+                conn.execute("BEGIN")
+                try:
+                    yield PostgresDb(conn)
+                except BaseException:
+                    self._rollback(conn)
+                    raise
+                conn.execute("COMMIT")
+            except psycopg.Error as error:
+                self._rollback(conn)
+                raise self._map(error) from None
+
     def _begin(
         self, conn: AnyConnection, write: bool, stamp: bool
     ) -> tuple[AnyConnection, datetime | None]:
@@ -325,3 +359,7 @@ class PostgresConnection:
                 self._conn = None
             if self._async is not None:
                 self._async.close()
+        with self._aside_lock:
+            if self._aside_conn is not None:
+                self._aside_conn.close()
+                self._aside_conn = None

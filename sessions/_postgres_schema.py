@@ -121,6 +121,21 @@ def _m002_search_index(conn: psycopg.Connection[tuple[object, ...]]) -> None:
     )
 
 
+_M003 = """
+CREATE TABLE search_waiting (
+    id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    session_id text COLLATE "C" NOT NULL,
+    first_seq integer NOT NULL,
+    last_seq integer NOT NULL
+)
+"""
+"""Messages waiting for the search index (:func:`sessions._sql_search.catch_up`): a row per
+append. No foreign key and no index but the key (oldest first; a table that logical replication
+publishes needs one), so that queueing is one small insert; a batch takes rows ``FOR UPDATE
+SKIP LOCKED``. Empty when created: every message of an older store was indexed with its
+append."""
+
+
 def _placeholders(statement: str) -> sql.SQL:
     return sql.SQL(statement.replace("%", "%%").replace("?", "%s"))
 
@@ -129,10 +144,11 @@ Migration = str | Callable[[psycopg.Connection[tuple[object, ...]]], None]
 MIGRATIONS: list[tuple[str, Migration]] = [
     ("m001_initial", _M001),
     ("m002_search_index", _m002_search_index),
+    ("m003_search_queue", _M003),
 ]
 """Name -> SQL (or a function running it), applied in order; new ones are appended, existing
 ones never change."""
-READ_COMPATIBLE = frozenset({"m002_search_index"})
+READ_COMPATIBLE = frozenset({"m002_search_index", "m003_search_queue"})
 """Migrations a read-only open may do without: nothing but a search reads what they add (and a
 search on a store without them says it needs the upgrade)."""
 

@@ -1,6 +1,6 @@
 """Messages, for both SQL backends: reading a session's messages, appending after its last one
-(indexed for search in the same transaction), and searching them (the queries themselves are
-:mod:`sessions._sql_search`'s).
+(left waiting for the search index, written in batches), and searching them (the queries
+themselves are :mod:`sessions._sql_search`'s).
 
 :class:`SqlMessages` is the transaction's part, :class:`MessageMethods` the store's.
 """
@@ -19,7 +19,7 @@ from ._sql_db import MESSAGE_COLUMNS, SqlStoreBase, dt
 from ._sql_leases import LE_COLUMNS, SqlLeases, lease_from, require_lease
 from ._sql_lineage import UPKEEP_COLUMNS
 from ._sql_search import behind, catch_up, index_messages, search
-from ._store_errors import SessionCompactedError, SessionNotFoundError, StoreBusyError
+from ._store_errors import SessionCompactedError, SessionNotFoundError, StoreError
 from ._types import Lease, NewMessage, SearchHit, StoredMessage
 
 
@@ -41,7 +41,7 @@ class SqlMessages(SqlLeases):
     """The messages of one open transaction (the caller resolved, and so locked, the lineage)."""
 
     batch_waits = False
-    """A batch of messages waits for the search index (SQLite), since this transaction."""
+    """A batch of messages waits for the search index, since this transaction."""
 
     def messages(self, session_id: str) -> list[StoredMessage]:
         rows = self.db.all(
@@ -175,7 +175,7 @@ class MessageMethods(SqlStoreBase[SqlMessages]):
         return stored
 
     def _index_waiting(self) -> None:
-        """Index the messages that wait for the search index (SQLite: in the background)."""
+        """Index the messages that wait for the search index (a store: in the background)."""
         with self._transaction(write=True) as tx:
             catch_up(tx.db)
 
@@ -214,12 +214,13 @@ class MessageMethods(SqlStoreBase[SqlMessages]):
         if session_id is not None:
             validate_session_ref(session_id)
         if not getattr(self, "read_only", False):
-            # What waits for the index (SQLite indexes in batches) is indexed first.
+            # What waits for the index (it is written in batches) is indexed first.
             with self._transaction(write=False) as tx:
                 late = behind(tx.db)
             if late:
-                # Busy (another writer): what waits is matched where it waits, in Python.
-                with contextlib.suppress(StoreBusyError), self._transaction(write=True) as tx:
+                # Refused (busy, the disk full, a message deleted meanwhile): what waits is
+                # matched where it waits, in Python, as what another worker is indexing.
+                with contextlib.suppress(StoreError), self._transaction(write=True) as tx:
                     catch_up(tx.db)
         with self._transaction(write=False) as tx:
             root_id = tx.root(tx.resolve(session_id)) if session_id is not None else None

@@ -1,8 +1,9 @@
 """Full-text search over stored messages: the index's upkeep and its queries, for both backends.
 
 The index holds one row per message: its words (:func:`sessions._search_text.index_words`) and
-its lineage's root id, written by the same transaction as the message on PostgreSQL, in batches
-on SQLite (:func:`catch_up`; a search sees what waits all the same), and removed with it by the
+its lineage's root id, written in batches after the message's append (:func:`catch_up`; a
+search sees what waits all the same; a PostgreSQL import or copy indexes at once), and removed
+with it by the
 database itself (SQLite: a trigger on ``messages``; PostgreSQL: a foreign key ``ON DELETE
 CASCADE``), whatever deletes the message.
 
@@ -25,7 +26,7 @@ and given to each backend as these words separated by spaces: FTS5's ``unicode61
 splits them back into exactly them; PostgreSQL takes them as lexemes as they are (its parser
 would keep ``src/app.py`` whole, and sees letters by the server's locale). A query is written
 in the same words. What differs between the two is in a :class:`SearchDialect`; the
-rest is written once.
+rest is written once. What a search shows of its matches is :mod:`._search_hits`'s.
 """
 
 from __future__ import annotations
@@ -33,16 +34,9 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ._search_text import (
-    Piece,
-    Term,
-    best_excerpt,
-    index_words,
-    loads_content,
-    parse_query,
-    pieces,
-)
-from ._sql_db import Db, dt
+from ._search_hits import Match, hits_of
+from ._search_text import Term, index_words, loads_content, parse_query
+from ._sql_db import Db
 from ._store_errors import SearchQueryError, StoreVersionError
 
 if TYPE_CHECKING:
@@ -52,8 +46,6 @@ IndexRow = tuple[str, int, Any]
 """(session_id, seq, content) of a message to index; content as blocks or as its JSON text."""
 IndexParams = tuple[str, int, str, str]
 """(session_id, seq, root_id, encoded words): a message as :meth:`SearchDialect.insert` takes it."""
-Match = tuple[str, int, float]
-"""(session_id, seq, score) of a matching message; the lower the score, the better the match."""
 
 _MAX_POOL = 1000
 RANKED = 1000
@@ -68,9 +60,12 @@ class SearchDialect:
 
     name: str
     exists: str
-    """One row when the index table exists (an older store opened read-only has none)."""
-    deferred = False
-    """Messages are indexed in batches after their append (see :func:`catch_up`), not by it."""
+    """One row when the index table exists (an older store opened read-only has none), its
+    value true when messages may wait for it (a PostgreSQL store written before they did has
+    no queue)."""
+    queued = False
+    """Appends queue their messages for the index (PostgreSQL), rather than leave them above a
+    mark (SQLite, whose writers commit in the order of the ids): see :func:`catch_up`."""
 
     def encode(self, words: Sequence[str]) -> str:
         """A message's words as the insert's parameter: separated by spaces (each is letters
@@ -99,7 +94,6 @@ class SqliteSearch(SearchDialect):
 
     name = "sqlite"
     exists = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'message_search'"
-    deferred = True
     _SCORE = "bm25(message_search, 1.0, 0.0)"  # the root column does not rank
 
     def insert(self, count: int, stored: bool = False) -> str:
@@ -140,7 +134,11 @@ class PostgresSearch(SearchDialect):
     ``tsquery`` of many roots costs GIN more than the rows it would spare."""
 
     name = "postgresql"
-    exists = "SELECT 1 WHERE to_regclass('message_search') IS NOT NULL"
+    exists = (
+        "SELECT to_regclass('search_waiting') IS NOT NULL "
+        "WHERE to_regclass('message_search') IS NOT NULL"
+    )
+    queued = True
 
     def insert(self, count: int, stored: bool = False) -> str:
         # The words become the lexemes as they are (no parser, no stemming, no stop words),
@@ -216,33 +214,58 @@ def insert_statements(
         yield dialect.insert(len(batch), stored), [value for row in batch for value in row]
 
 
-def index_messages(db: Db, root_id: str, rows: Iterable[IndexRow], *, stored: bool = False) -> bool:
-    """Index messages just inserted (same transaction) into the lineage rooted at ``root_id``.
-    ``stored``: only those the messages table holds (a copy checks what arrived afterwards,
-    and says what did not). SQLite: they wait for a batch (:func:`catch_up`); True when
-    :data:`SEARCH_BATCH` messages wait (the store then indexes them in the background)."""
+def index_at_once(db: Db, root_id: str, rows: Iterable[IndexRow], *, stored: bool = False) -> None:
+    """Write the index rows of messages just inserted (same transaction), in the lineage rooted
+    at ``root_id`` (``stored``: only those the messages table holds). What a PostgreSQL import
+    or copy does; appends did it too before their messages waited for a batch."""
     dialect = dialect_of(db)
-    if dialect.deferred:
-        return behind(db, inserted=True) >= SEARCH_BATCH
     params = index_params(dialect, root_id, rows)
     for statement, values in insert_statements(dialect, params, stored):
         db.run(statement, values)
-    return False
 
 
-# SQLite indexes in batches, in the background. An FTS5 table tokenizes every word into its
-# pending terms and writes a new segment at every commit that changed it, which made an append
-# cost +80 %: now the messages with an id above ``search_state.upto`` wait; once SEARCH_BATCH
-# wait, the store indexes them all on a thread of its own (``SqliteSessionStore``), between
-# the turns; a search by a store that may write indexes them first, and a read-only one
-# matches them here, in Python.
-# The mark moves in the transaction that writes their index rows, so a kill -9 loses nothing:
-# what was committed and not indexed still waits. Writers are serialized by SQLite, so ids
-# grow in commit order; a trigger (``messages_search_upto``) lowers the mark when the newest
-# messages are deleted, so that a reused id is never taken for indexed.
+def index_messages(db: Db, root_id: str, rows: Sequence[IndexRow], *, stored: bool = False) -> bool:
+    """Have messages just inserted (same transaction) indexed, into the lineage rooted at
+    ``root_id``: they wait for a batch (:func:`catch_up`; a search sees them meanwhile). True
+    when a batch waits (the store then indexes it in the background). ``stored``: an import or
+    a copy, which PostgreSQL indexes at once, only the messages the table holds (a copy checks
+    what arrived afterwards, and says what did not)."""
+    dialect = dialect_of(db)
+    if not dialect.queued:
+        return behind(db, inserted=True) >= SEARCH_BATCH
+    if stored:
+        index_at_once(db, root_id, rows, stored=True)
+        return False
+    return _queue(db, rows)
+
+
+# Both backends index in batches, in the background: written in the append's transaction, the
+# index made an append cost up to +80 % (SQLite: FTS5 takes every word into its pending terms
+# and writes a segment at each commit; PostgreSQL: a tsvector and its GIN entries, +17 % to
+# +48 % for a turn). A batch is written on a thread of the store, between the turns; a search
+# by a store that may write indexes what waits first (what it cannot take, and a read-only
+# store, it matches here, in Python). What waits and its index rows change in one
+# transaction, so a kill -9 loses nothing: what was committed and not indexed still waits.
+#
+# SQLite: the messages with an id above ``search_state.upto`` wait. Writers are serialized by
+# SQLite, so ids grow in commit order; a trigger (``messages_search_upto``) lowers the mark
+# when the newest messages are deleted, so that a reused id is never taken for indexed.
+#
+# PostgreSQL: writers commit in any order, so an append queues its messages instead: a row
+# (session, first seq, last seq) of ``search_waiting`` (no foreign key, no index but its key:
+# one small insert). A batch takes the oldest queue rows ``FOR UPDATE SKIP LOCKED`` and deletes
+# them with writing their index rows: workers sharing a database never index a message twice,
+# nor wait for each other. The batch commits without waiting for the disk: a crash that loses
+# it loses its deletes too, so the messages wait again. A queue row whose messages were deleted
+# is dropped.
 
 SEARCH_BATCH = 64
 """Messages that wait for the index before an append indexes them (SQLite)."""
+POSTGRES_BATCH = 32
+"""Appends between two batches (PostgreSQL): the append whose queue row's id is a multiple of
+it starts one (ids are shared by every worker of the database)."""
+_TAKE = 64
+"""Queue rows (appends) a PostgreSQL batch takes per statement."""
 
 _BEHIND = "SELECT coalesce((SELECT max(id) FROM messages), 0) - upto FROM search_state"
 _BEHIND_INSERTED = "SELECT last_insert_rowid() - upto FROM search_state"
@@ -252,26 +275,64 @@ _WAITING = (
     "SELECT m.id, m.session_id, m.seq, s.root_id, m.content FROM messages m "
     "JOIN sessions s ON s.id = m.session_id WHERE m.id > ? ORDER BY m.id LIMIT 500"
 )
+_QUEUED = "SELECT coalesce(sum(last_seq - first_seq + 1), 0) FROM search_waiting"
+_QUEUED_MESSAGES = (
+    "SELECT m.session_id, m.seq, s.root_id, m.content FROM search_waiting w JOIN messages m "
+    "ON m.session_id = w.session_id AND m.seq BETWEEN w.first_seq AND w.last_seq "
+    "JOIN sessions s ON s.id = m.session_id"
+)
+_TAKE_QUEUED = (
+    "WITH taken AS (DELETE FROM search_waiting WHERE id = ANY(ARRAY(SELECT id FROM "
+    f"search_waiting ORDER BY id LIMIT {_TAKE} FOR UPDATE SKIP LOCKED)) RETURNING session_id, "
+    "first_seq, last_seq) SELECT t.session_id, m.seq, s.root_id, m.content FROM taken t "
+    "LEFT JOIN messages m ON m.session_id = t.session_id "
+    "AND m.seq BETWEEN t.first_seq AND t.last_seq LEFT JOIN sessions s ON s.id = m.session_id"
+)
+"""A PostgreSQL batch's share of the queue, deleted, with its messages (a row with no message
+for a queue row whose messages are gone)."""
+
+
+def _queue(db: Db, rows: Sequence[IndexRow]) -> bool:
+    """Queue the messages of ``rows`` (PostgreSQL): a row per run of consecutive seqs of a
+    session (an append: one); True when a batch is due."""
+    runs: list[list[Any]] = []
+    for session_id, seq, _content in rows:
+        if runs and runs[-1][0] == session_id and runs[-1][2] == seq - 1:
+            runs[-1][2] = seq
+        else:
+            runs.append([session_id, seq, seq])
+    if not runs:
+        return False
+    marks = ", ".join(["(?, ?, ?)"] * len(runs))
+    ids = db.all(
+        f"INSERT INTO search_waiting (session_id, first_seq, last_seq) VALUES {marks} RETURNING id",
+        [value for run in runs for value in run],
+    )
+    return any(int(row[0]) % POSTGRES_BATCH == 0 for row in ids)
 
 
 def behind(db: Db, *, inserted: bool = False) -> int:
-    """How many message ids are above the index's mark (0: none waits; PostgreSQL: always 0);
-    ``inserted``: called right after inserting messages."""
-    if not dialect_of(db).deferred:
-        return 0
-    row = db.one(_BEHIND_INSERTED if inserted else _BEHIND)
+    """How many messages wait for the index (SQLite: how many message ids are above its
+    mark); ``inserted``: called right after inserting messages."""
+    if dialect_of(db).queued:
+        row = db.one(_QUEUED)
+    else:
+        row = db.one(_BEHIND_INSERTED if inserted else _BEHIND)
     return int(row[0]) if row is not None else 0
 
 
-def catch_up(db: Db) -> int:
-    """Index every message that waits (in the caller's write transaction); how many."""
+def catch_up(db: Db, *, rounds: int | None = None) -> int:
+    """Index the messages that wait (in the caller's write transaction): all of them, or
+    ``rounds`` times a share (SQLite: 500 messages; PostgreSQL: :data:`_TAKE` appends, none
+    another worker is taking). How many were taken (a queue row whose messages are gone
+    counts as one)."""
     dialect = dialect_of(db)
-    if not dialect.deferred:
-        return 0
+    if dialect.queued:
+        return _catch_up_queue(db, rounds)
     row = db.one("SELECT upto FROM search_state")
     upto = int(row[0]) if row is not None else 0
     count = 0
-    while rows := db.all(_WAITING, [upto]):
+    while (rounds is None or rounds > 0) and (rows := db.all(_WAITING, [upto])):
         # The rowid is the message's id, read above: no join back to the messages.
         values: list[Any] = []
         for message_id, _session_id, _seq, root_id, content in rows:
@@ -283,33 +344,64 @@ def catch_up(db: Db) -> int:
             marks = ", ".join(["(?, ?, ?)"] * (len(chunk) // 3))
             db.run(f"INSERT INTO message_search (rowid, root, body) VALUES {marks}", chunk)
         upto, count = int(rows[-1][0]), count + len(rows)
+        rounds = None if rounds is None else rounds - 1
     db.run("UPDATE search_state SET upto = ?", [upto])
     return count
+
+
+def _catch_up_queue(db: Db, rounds: int | None) -> int:
+    # Derived data: a crash that loses this commit loses the queue rows' deletes with it.
+    db.run("SET LOCAL synchronous_commit = off")
+    count = 0
+    while (rounds is None or rounds > 0) and (rows := db.all(_TAKE_QUEUED)):
+        params: list[IndexParams] = []
+        for session_id, seq, root_id, content in rows:
+            if seq is not None:  # (else its messages were deleted)
+                params += index_params(
+                    POSTGRES_SEARCH, str(root_id), [(str(session_id), int(seq), content)]
+                )
+        for statement, values in insert_statements(POSTGRES_SEARCH, params):
+            # (a message deleted and written again under its key may be indexed already)
+            db.run(statement + " ON CONFLICT DO NOTHING", values)
+        count += len(rows)
+        rounds = None if rounds is None else rounds - 1
+    return count
+
+
+def _waiting_rows(db: Db, roots: Sequence[str] | None) -> Iterator[tuple[Any, ...]]:
+    """(session_id, seq, root_id, content) of the messages that wait for the index (in the
+    lineages of ``roots``, and maybe others: PostgreSQL's queue, shared by many conversations,
+    is read for those alone)."""
+    if dialect_of(db).queued:
+        if roots is None:
+            yield from db.all(_QUEUED_MESSAGES)
+        else:
+            yield from db.all(f"{_QUEUED_MESSAGES} WHERE s.root_id = ANY(?)", [list(roots)])
+        return
+    row = db.one("SELECT upto FROM search_state")
+    upto = int(row[0]) if row is not None else 0
+    while rows := db.all(_WAITING, [upto]):
+        for row in rows:
+            yield row[1:]
+        upto = int(rows[-1][0])
 
 
 def _waiting_matches(
     db: Db, terms: Sequence[Term], any_term: bool, roots: Sequence[str] | None
 ) -> list[Match]:
-    """The messages not indexed yet that match (a read-only store cannot index them), ranked
-    after those the index found."""
-    if not dialect_of(db).deferred:
-        return []
-    row = db.one("SELECT upto FROM search_state")
-    upto = int(row[0]) if row is not None else 0
+    """The messages not indexed yet that match (a read-only store cannot index them, nor a
+    store what another worker is indexing), ranked after those the index found."""
     wanted = None if roots is None else set(roots)
     found: list[Match] = []
-    while rows := db.all(_WAITING, [upto]):
-        for _id, session_id, seq, root_id, content in rows:
-            if wanted is not None and str(root_id) not in wanted:
-                continue
-            words = set(index_words(loads_content(content)))
-            hits = (
-                any(w.startswith(t.word) for w in words) if t.prefix else t.word in words
-                for t in terms
-            )
-            if any(hits) if any_term else all(hits):
-                found.append((str(session_id), int(seq), 0.0))
-        upto = int(rows[-1][0])
+    for session_id, seq, root_id, content in _waiting_rows(db, roots):
+        if wanted is not None and str(root_id) not in wanted:
+            continue
+        words = set(index_words(loads_content(content)))
+        hits = (
+            any(w.startswith(t.word) for w in words) if t.prefix else t.word in words for t in terms
+        )
+        if any(hits) if any_term else all(hits):
+            found.append((str(session_id), int(seq), 0.0))
     return found
 
 
@@ -369,7 +461,8 @@ def search(
     if not terms:
         raise SearchQueryError(f"nothing to search for in {query!r}: give words or numbers")
     dialect = dialect_of(db)
-    if db.one(dialect.exists) is None:
+    found = db.one(dialect.exists)
+    if found is None:
         raise StoreVersionError(
             f"session store {location} has no search index yet: it needs an upgrade "
             "(the search index) that cannot be done read-only; open it once for writing",
@@ -383,14 +476,14 @@ def search(
         if not roots:
             return []
     statement, params = dialect.ranked(terms, any_term, roots)
-    waiting = _waiting_matches(db, terms, any_term, roots)
+    waiting = _waiting_matches(db, terms, any_term, roots) if found[0] else []
     pool = max(4 * limit + 16, 32)
     while True:
         matches: list[Match] = [
             (str(row[0]), int(row[1]), float(row[2])) for row in db.all(statement, [*params, pool])
         ]
         matches += waiting
-        hits = _hits(db, matches, terms, limit, excerpt_chars, exclude_tools, redact)
+        hits = hits_of(db, matches, terms, limit, excerpt_chars, exclude_tools, redact)
         if len(hits) >= limit or len(matches) < pool or pool >= _MAX_POOL:
             return hits
         pool = min(pool * 4, _MAX_POOL)  # copies and excluded calls took places: look further
@@ -398,95 +491,3 @@ def search(
 
 _ROOTS_IN = "SELECT root_id FROM lineages WHERE workspace = ?"
 """The conversations of a workspace: those whose head is in it (as ``sessions list``)."""
-
-_FETCH = (
-    "SELECT m.session_id, m.seq, m.role, m.content, m.created_at, s.root_id, s.title, "
-    "s.workspace, s.depth FROM messages m JOIN sessions s ON s.id = m.session_id WHERE "
-)
-
-
-def _fetch(db: Db, keys: Sequence[tuple[str, int]], columns: str) -> list[tuple[Any, ...]]:
-    """Messages by (session_id, seq), in chunks."""
-    rows: list[tuple[Any, ...]] = []
-    for start in range(0, len(keys), 200):
-        chunk = keys[start : start + 200]
-        condition = " OR ".join("(m.session_id = ? AND m.seq = ?)" for _ in chunk)
-        flat = [value for key in chunk for value in key]
-        rows += db.all(columns + condition, flat)
-    return rows
-
-
-def _hits(
-    db: Db,
-    matches: Sequence[Match],
-    terms: Sequence[Term],
-    limit: int,
-    excerpt_chars: int,
-    exclude_tools: Collection[str],
-    redact: Callable[[str], str] | None,
-) -> list[SearchHit]:
-    from ._types import SearchHit
-
-    score = {(session_id, seq): value for session_id, seq, value in matches}
-    rows = _fetch(db, list(score), _FETCH)
-    # Best first; among equals (a message and its copies) the earliest generation first.
-    rows.sort(key=lambda row: (score[(str(row[0]), int(row[1]))], int(row[8]), int(row[1])))
-    found = [(row, pieces(loads_content(row[3]))) for row in rows]
-    names = _tool_names(db, found)
-    hits: list[SearchHit] = []
-    seen: set[tuple[str, str | None, str]] = set()
-    for row, parts in found:
-        named = [
-            Piece(p.text, p.tool_name or names.get(p.tool_use_id or ""), p.tool_use_id)
-            for p in parts
-        ]
-        shown = [p for p in named if p.tool_name not in exclude_tools or p.tool_name is None]
-        excerpt = best_excerpt(shown, terms, excerpt_chars, redact)
-        if excerpt is None or (excerpt.found == 0 and len(shown) < len(named)):
-            continue  # what matched was an excluded tool's call or result
-        key = (str(row[2]), excerpt.piece.tool_name, excerpt.text)
-        if key in seen:
-            continue
-        seen.add(key)
-        hits.append(
-            SearchHit.model_construct(
-                session_id=str(row[0]),
-                seq=int(row[1]),
-                role=row[2],
-                created_at=dt(row[4]),
-                tool_name=excerpt.piece.tool_name,
-                excerpt=excerpt.text,
-                root_id=str(row[5]),
-                title=row[6],
-                workspace=str(row[7]),
-            )
-        )
-        if len(hits) == limit:
-            break
-    return hits
-
-
-def _tool_names(db: Db, found: Sequence[tuple[Sequence[Any], list[Piece]]]) -> dict[str, str]:
-    """Tool names of the tool results among ``found``, read from the calls in the message
-    before each (where a tool result's call always is)."""
-    wanted = sorted(
-        {
-            (str(row[0]), int(row[1]) - 1)
-            for row, parts in found
-            if any(p.tool_use_id is not None for p in parts)
-        }
-    )
-    names: dict[str, str] = {}
-    for (content,) in _fetch(db, wanted, "SELECT m.content FROM messages m WHERE "):
-        names.update(_call_ids(loads_content(content)))
-    return names
-
-
-def _call_ids(content: Sequence[Any]) -> dict[str, str]:
-    return {
-        str(block["id"]): str(block["name"])
-        for block in content
-        if isinstance(block, dict)
-        and isinstance(block.get("id"), str)
-        and isinstance(block.get("name"), str)
-    }

@@ -1,4 +1,4 @@
-"""The agent's public face (issue 21.2): the command line reads and calls only ``CodingAgent``'s
+"""The agent's public face: the command line reads and calls only ``CodingAgent``'s
 own members, events reach every subscriber through one fan-out (the agent's books first), and
 the compacter and the loop share one wiring instead of copying it."""
 
@@ -13,7 +13,7 @@ from support.agents import coding_agent
 
 from agentloop import AgentLoop, CompactionSettings, ConversationCompacter, LoopEvents, ToolResult
 from agentloop._agent.agent import CodingAgent
-from agentloop._core.results import CompactionTransition
+from agentloop._core.compaction.results import CompactionTransition
 from agentloop.testing import ScriptedModel, text_reply, tool_call, tool_reply
 from sessions import SqliteSessionStore, open_store
 

@@ -163,3 +163,9 @@ def test_edit_file_errors(ws: Path, tool_input: dict[str, Any], message: str) ->
     assert result.is_error
     assert message in result.content
     assert (ws / "m.py").read_text() == "alpha beta\n"
+
+
+def test_read_file_past_the_end_of_a_one_line_file_says_line(ws: Path) -> None:
+    (ws / "one.txt").write_text("only\n")
+    result = run(make_tools(ws), "read_file", path="one.txt", offset=5)
+    assert "which has 1 line" in result.content and "1 lines" not in result.content

@@ -1,4 +1,4 @@
-"""list_files and grep honour .gitignore and .ignore files as ripgrep does (issue 19): nested
+"""list_files and grep honour .gitignore and .ignore files as ripgrep does: nested
 files, negation, directory patterns, .git/info/exclude, .gitignore only inside a repository,
 .ignore over .gitignore, and an ignored directory searched when it is asked for by name."""
 

@@ -1,4 +1,4 @@
-"""What the coding agent must not forget after a compaction (issue 13): the project's
+"""What the coding agent must not forget after a compaction: the project's
 instruction files (in the system prompt) and the current contents of the files it was working
 on (a preserved-state hook), with their budgets, and both kept in the session metadata."""
 

@@ -1,4 +1,4 @@
-"""Issue 13 end to end: ``agentloop`` against the fake Messages API keeps the project's
+"""End to end: ``agentloop`` against the fake Messages API keeps the project's
 instructions and the files it was working on through compactions, with the CLI's defaults
 (instructions within 10 % of the window, restored files within 5 %)."""
 
@@ -19,8 +19,8 @@ from support.loop_scripts import (
     request_text,
 )
 
-from agentloop._core.context import trigger_tokens
-from agentloop._core.validation import DEFAULT_THRESHOLD
+from agentloop._core.measuring.context import trigger_tokens
+from agentloop._core.values.validation import DEFAULT_THRESHOLD
 
 RULE = "RULE-5521: name every test after the behaviour it checks."
 USER_RULE = "USER-RULE-17: keep answers short."
@@ -58,7 +58,7 @@ def system_of(body: dict[str, Any]) -> str:
 
 def firsts_after_compaction(bodies: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The first request after each compaction (its opening differs from the one before): it
-    opens with agentloop's summary, or with the API's own (on-demand compaction, issue 27)."""
+    opens with agentloop's summary, or with the API's own (on-demand compaction)."""
     found: list[dict[str, Any]] = []
     previous = ""
     for body in bodies:

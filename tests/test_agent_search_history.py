@@ -1,5 +1,5 @@
-"""``search_history``: the tool that finds what only the compacted parts of a conversation hold
-(issue 23). Built, as a library user builds it, from a store and a session."""
+"""``search_history``: the tool that finds what only the compacted parts of a conversation hold.
+Built, as a library user builds it, from a store and a session."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The coding tools under bad input and attack (issue 10): file names that are not UTF-8, a
+"""The coding tools under bad input and attack: file names that are not UTF-8, a
 directory swapped for a symlink while a tool runs, hard links, credentials in the environment,
 FIFOs, and commands that would outlive the agent.
 

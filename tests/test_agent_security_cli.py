@@ -1,4 +1,4 @@
-"""Issue 10 end to end: through ``agentloop`` against the fake Messages API, a file name that is
+"""Bad input end to end: through ``agentloop`` against the fake Messages API, a file name that is
 not UTF-8 and a secret printed by a command neither crash the store nor reach it."""
 
 from __future__ import annotations

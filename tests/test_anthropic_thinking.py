@@ -21,7 +21,7 @@ from fake_api import (
 from agentloop import Message, ModelRequest
 from agentloop._adapters.anthropic import AnthropicModel, build_request_kwargs
 from agentloop._adapters.anthropic_capabilities import builtin_capabilities
-from agentloop._core.model import OnDemandCompaction, Thinking
+from agentloop._core.values.model import OnDemandCompaction, Thinking
 from agentloop._errors import CompactionFailed, ModelError, ThinkingBindingError
 
 SONNET = "claude-sonnet-5-5"
@@ -81,8 +81,8 @@ def test_capabilities_are_read_once_with_the_compaction_beta(fake_api: FakeAnthr
     assert [r.path for r in lookups] == [f"/v1/models/{SONNET}"]
     assert "compact-2026-09-04" in lookups[0].headers["anthropic-beta"]
     caps = model.capabilities(SONNET)
-    assert caps.source == "models_api" and caps.compaction and caps.thinks_by_default
-    assert caps.max_tokens == 128_000 and "between_tools" in caps.thinking_types
+    assert caps.source == "models_api" and caps.on_demand_compaction and caps.thinks_by_default
+    assert caps.max_output_tokens == 128_000 and "between_tools" in caps.thinking_types
     assert model.supports_on_demand_compaction(SONNET)
     assert model.max_reply_tokens(SONNET) == 128_000
     assert fake_api.violations == []
@@ -114,10 +114,10 @@ def test_models_without_capabilities_use_the_table(fake_api: FakeAnthropicServer
     table = builtin_capabilities("claude-opus-4-8-20260101")
     assert table.thinking_types == {"adaptive", "disabled"} and not table.thinks_by_default
     assert builtin_capabilities("claude-haiku-5-5").thinks_by_default
-    assert builtin_capabilities("claude-sonnet-5-5").mid_conversation_system
-    assert not builtin_capabilities("claude-sonnet-5").mid_conversation_system
+    assert builtin_capabilities("claude-sonnet-5-5").system_messages
+    assert not builtin_capabilities("claude-sonnet-5").system_messages
     unknown = builtin_capabilities("claude-nova-9")
-    assert not unknown.thinking_types and not unknown.compaction
+    assert not unknown.thinking_types and not unknown.on_demand_compaction
 
 
 # ---------------------------------------------------------------------------------------------

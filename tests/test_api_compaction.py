@@ -1,4 +1,4 @@
-"""Compaction that never breaks thinking (issue 27), on the doubles: the rule for every edit
+"""Compaction that never breaks thinking, on the doubles: the rule for every edit
 agentloop makes itself (no thinking the edit invalidated), the API's own summary where the
 model offers it (the block first, the kept turns verbatim with their thinking, what is carried
 after the newest user turn), the fallbacks, the system message in the history, and the swap of
@@ -14,7 +14,7 @@ import pytest
 from support.histories import CharCounter
 
 from agentloop._adapters.records import from_record, to_record
-from agentloop._core.api_compaction import (
+from agentloop._core.compaction.api_compaction import (
     API_SUMMARY,
     CARRIED_OPEN,
     accepts_system_messages,
@@ -23,16 +23,16 @@ from agentloop._core.api_compaction import (
     keeps_from,
 )
 from agentloop._core.compaction_core import CompactionSettings
-from agentloop._core.cut_and_prune import THINKING_LEFT_OUT, unbound_thinking
-from agentloop._core.messages import (
+from agentloop._core.cutting.cut_and_prune import THINKING_LEFT_OUT, unbound_thinking
+from agentloop._core.facts.preserved_state import PreservedStateHook
+from agentloop._core.values.messages import (
     Message,
     Usage,
     merge_consecutive,
     to_params,
     validate_messages,
 )
-from agentloop._core.model import ModelRequest, ModelResponse
-from agentloop._core.preserved_state import PreservedStateHook
+from agentloop._core.values.model import ModelRequest, ModelResponse
 from agentloop._errors import MessageValidationError
 from agentloop._loop.conversation_compacter import ConversationCompacter
 from agentloop.testing import ScriptedModel, tool_call

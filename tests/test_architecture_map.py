@@ -1,8 +1,10 @@
-"""The map is the territory (issue 21.5): every module of agentloop/ and sessions/ is named in
-ARCHITECTURE.md, no two modules share a name, and the map still fits on one screen."""
+"""The map is the territory: every module of agentloop/ and sessions/ is named in ARCHITECTURE.md
+or, inside a room of the core, in that room's own map (its ``__init__`` docstring); no two modules
+share a name, and each map fits on one screen."""
 
 from __future__ import annotations
 
+import ast
 import re
 from collections import defaultdict
 from pathlib import Path
@@ -10,6 +12,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 MAP = ROOT / "ARCHITECTURE.md"
 SCREEN_LINES, SCREEN_COLUMNS = 100, 100
+CORE = ROOT / "agentloop" / "_core"
+ROOM_MAP_LINES = 25
 
 
 def _modules() -> list[Path]:
@@ -29,10 +33,38 @@ def _named_in(text: str, stem: str) -> bool:
     )
 
 
+def _core_rooms() -> list[Path]:
+    return sorted(p for p in CORE.iterdir() if (p / "__init__.py").is_file())
+
+
+def _room_map(room: Path) -> str:
+    return ast.get_docstring(ast.parse((room / "__init__.py").read_text())) or ""
+
+
 def test_every_module_is_on_the_map() -> None:
     text = MAP.read_text()
-    missing = [str(p.relative_to(ROOT)) for p in _modules() if not _named_in(text, p.stem)]
+    rooms = {room: _room_map(room) for room in _core_rooms()}
+    missing = [
+        str(p.relative_to(ROOT))
+        for p in _modules()
+        if not _named_in(rooms.get(p.parent, text), p.stem)
+    ]
     assert missing == []
+
+
+def test_the_core_is_in_rooms_and_each_is_on_the_core_map() -> None:
+    loose = sorted(p.name for p in CORE.glob("*.py") if p.name != "__init__.py")
+    assert loose == ["compaction_core.py"]
+    core_map = ast.get_docstring(ast.parse((CORE / "__init__.py").read_text())) or ""
+    assert [r.name for r in _core_rooms() if not _named_in(core_map, r.name)] == []
+    assert [r.name for r in _core_rooms() if not _named_in(MAP.read_text(), r.name)] == []
+
+
+def test_each_room_map_fits_on_a_screen() -> None:
+    for room in _core_rooms():
+        lines = (room / "__init__.py").read_text().splitlines()
+        assert len(lines) <= ROOM_MAP_LINES, room.name
+        assert [n for n, line in enumerate(lines, 1) if len(line) > SCREEN_COLUMNS] == []
 
 
 def test_the_map_checker_sees_a_missing_module() -> None:

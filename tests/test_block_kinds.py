@@ -1,4 +1,4 @@
-"""One place tells content blocks apart: agentloop/_core/blocks.py.
+"""One place tells content blocks apart: agentloop/_core/values/blocks.py.
 
 Anywhere else in agentloop, code asks the typed predicates (``is_tool_use(block)``...) or hands
 the block to a ``BlockRenderer``; reading a block's ``"type"`` by hand is what this test refuses.
@@ -12,7 +12,7 @@ from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-DISPATCH = "agentloop/_core/blocks.py"
+DISPATCH = "agentloop/_core/values/blocks.py"
 
 # Reads of a "type" that is not a content block's: checked by hand, each with its reason.
 NOT_BLOCKS: dict[str, tuple[int, str]] = {
@@ -105,7 +105,7 @@ def test_blocks_are_told_apart_only_in_the_dispatch() -> None:
     counts = Counter({name: len(lines) for name, lines in found.items()})
     unexpected = {name: found[name] for name in found if counts[name] > expected.get(name, 0)}
     assert unexpected == {}, (
-        "route these block checks through agentloop/_core/blocks.py (is_text, is_tool_use, "
+        "route these block checks through agentloop/_core/values/blocks.py (is_text, is_tool_use, "
         f"is_tool_result... or a BlockRenderer): {unexpected}"
     )
 

@@ -8,10 +8,10 @@ from typing import Any
 
 from agentloop import with_cache_breakpoints
 from agentloop._adapters.anthropic import build_request_kwargs
-from agentloop._core.cache import MAX_BREAKPOINTS, breakpoint_count
-from agentloop._core.messages import Message
-from agentloop._core.model import ModelRequest
-from agentloop._core.prefix import build_prefix
+from agentloop._core.cutting.prefix import build_prefix
+from agentloop._core.measuring.cache import MAX_BREAKPOINTS, breakpoint_count
+from agentloop._core.values.messages import Message
+from agentloop._core.values.model import ModelRequest
 
 EPHEMERAL = {"type": "ephemeral"}
 TOOLS = [{"name": "read_file", "description": "Read a file.", "input_schema": {"type": "object"}}]

@@ -11,7 +11,7 @@ from support.cli import CLI
 from support.loop_scripts import filler
 
 from agentloop._agent.agent import CARRIED_KEY
-from agentloop._core.api_compaction import CARRIED_OPEN
+from agentloop._core.compaction.api_compaction import CARRIED_OPEN
 
 WIDE = ("--context-window", "100000")
 REQUESTS = [f"request {n}: rename KEY-{n}" for n in range(4)]

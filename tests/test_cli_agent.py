@@ -33,8 +33,8 @@ from support.loop_scripts import (
 )
 
 from agentloop._adapters.records import from_record
-from agentloop._core.api_compaction import CARRIED_OPEN
-from agentloop._core.validation import DEFAULT_MODEL
+from agentloop._core.compaction.api_compaction import CARRIED_OPEN
+from agentloop._core.values.validation import DEFAULT_MODEL
 
 # -- the stdin-driven mode, through the console script ----------------------------------------
 

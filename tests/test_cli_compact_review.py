@@ -1,4 +1,4 @@
-"""Issue 28, ``/compact --review [instructions]`` through the real CLI and SDK against the test
+"""``/compact --review [instructions]`` through the real CLI and SDK against the test
 server: the summary the child gets is shown first, with the ledger; then apply (no second
 summary request), ask again with other instructions, or abort (nothing written). On a 5.x model
 the API writes (and signs) the summary; on one without on-demand compaction agentloop does."""
@@ -8,13 +8,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from fake_api import text_reply
+import pytest
+from fake_api import text_reply, tool_reply
 from support.cli import CLI, Run, conversation_lines
 from support.loop_scripts import SUMMARY, compaction_requests, filler, is_summary_request
 
 from agentloop._cli.compact_review import ABORTED, AGAIN, QUESTION, SIGNED
 from agentloop._cli.repl import COMPACT_USAGE
-from agentloop._core.api_compaction import CARRIED_OPEN
+from agentloop._core.compaction.api_compaction import CARRIED_OPEN
 from sessions import Session
 
 CLIENT = ("-m", "claude-haiku-4-5")
@@ -288,3 +289,51 @@ def test_the_ledger_shown_is_the_one_the_child_carries(cli: CLI) -> None:
     ledger = carried.split("<ledger>")[1].split("</ledger>")[0]
     assert [line.strip() for line in ledger.splitlines() if line.strip()] == shown_lines
     assert "request 0" in ledger
+
+
+def _reviewed_ledgers(err: str) -> list[list[str]]:
+    """The ledger of each review, line by line."""
+    ledgers = []
+    for review in err.split(REVIEW_HEAD)[1:]:
+        body = review.split("Ledger carried into the compacted context:")[1].split(QUESTION)[0]
+        ledgers.append([line.strip() for line in body.splitlines() if line.strip()])
+    return ledgers
+
+
+@pytest.mark.parametrize(
+    ("model", "window", "turns", "prepare"),
+    [
+        ("claude-sonnet-5-5", 16_000, 11, "on"),  # after a compaction, a summary in flight
+        ("claude-sonnet-5-5", 32_000, 16, "on"),  # the API's summary prepared in the background
+        ("claude-sonnet-5-5", 32_000, 16, "off"),  # none prepared: each review asks the API
+        ("claude-haiku-4-5", 16_000, 8, "on"),  # agentloop's summary prepared in the background
+    ],
+)
+def test_asking_again_with_other_instructions_shows_the_same_ledger(
+    cli: CLI, model: str, window: int, turns: int, prepare: str
+) -> None:
+    """Many files read (a ledger cut by its budget at this window); a review, then ``r`` with
+    instructions: the ledger is a function of the conversation, not of the instructions, so
+    the second review shows the first one's, line for line, and the child carries it. (The
+    first draft's token counts once re-sized the second's: an entry came and went.)"""
+    cli.monkeypatch.setenv("AGENTLOOP_PREPARE_SUMMARIES", prepare)
+    src = cli.workspace / "src"
+    src.mkdir()
+    name = "src/module_with_a_rather_long_name_number_{:02d}.py"
+    for n in range(5 * turns):
+        (cli.workspace / name.format(n)).write_text(f"x = {n}\n" * 20)
+    for turn in range(turns):
+        reads = [("read_file", {"path": name.format(5 * turn + k)}) for k in range(5)]
+        cli.script.add(tool_reply(*reads), text_reply(filler(f"answer {turn}", 120)))
+    lines = [filler(f"request {turn} about topic {turn}", 100) for turn in range(turns)]
+    review = ["/compact --review", "r", "keep the decisions about the modules", "a", "go on"]
+    run = cli.run("-m", model, "--context-window", str(window), stdin="\n".join(lines + review))
+    assert run.code == 0, run.err
+    first, again = _reviewed_ledgers(run.err)
+    assert any("left out: search_history" in line for line in first)  # cut by its budget
+    assert again == first
+    child = max(_sessions(cli), key=lambda s: s.created_at)
+    with cli.store() as store:
+        texts = [str(b.get("text", "")) for m in store.get_messages(child.id) for b in m.content]
+    # What the child carries (placed with the message after it).
+    assert any(first[1] in text and first[-2] in text for text in texts)

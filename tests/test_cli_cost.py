@@ -1,4 +1,4 @@
-"""What a session costs, through the command line (issue 17): a long coding session on the test
+"""What a session costs, through the command line: a long coding session on the test
 server that bills like the prompt cache, ``/cost``, the JSON result, ``sessions show``, the price
 table and its override, and ``--compaction-model``."""
 
@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 from fake_api import Bill, billed_ratio, text_reply, tool_reply
-from support.cli import CLI
+from support.cli import CLI, conversation_lines
 from support.loop_scripts import filler, is_summary_request
 from transcripts.code import source_for
 
 from agentloop import Usage
-from agentloop._core.pricing import Price, bill, parse_prices, price_of
-from agentloop._core.summary import SUMMARIZER_SYSTEM
+from agentloop._core.compaction.summary import SUMMARIZER_SYSTEM
+from agentloop._core.measuring.pricing import Price, bill, parse_prices, price_of
 from agentloop._errors import ConfigurationError
 
 WINDOW = "60000"
@@ -49,7 +49,7 @@ def script_coding_session(cli: CLI, turns: int) -> list[str]:
 
 def bills_of(cli: CLI) -> tuple[list[Bill], list[Bill]]:
     bills = list(cli.fake_api.bills)
-    # A summary request: agentloop's own, or an on-demand compaction request (issue 27).
+    # A summary request: agentloop's own, or an on-demand compaction request.
     summaries = [b for b in bills if is_summary_request(b.body) or b.body.get("compaction")]
     return bills, summaries
 
@@ -190,3 +190,19 @@ def test_compaction_model_writes_the_summary_on_another_model(cli: CLI) -> None:
     assert all(body["system"][0]["text"] == SUMMARIZER_SYSTEM for body in summaries)
     conversation_models = {body["model"] for body in cli.script.conversation}
     assert "claude-haiku-4-5" not in conversation_models
+
+
+def test_the_cost_report_puts_one_parenthesis_after_the_conversation(cli: CLI) -> None:
+    for n in range(4):
+        cli.script.add(text_reply(filler(f"answer {n}", 200)))
+    stdin = "\n".join([*conversation_lines(4, 200), "/compact", "one more", "/cost"])
+
+    run = cli.run("--context-window", "6000", stdin=stdin)
+
+    assert run.code == 0, run.err
+    whole = next(line for line in run.err.splitlines() if line.startswith("The whole"))
+    assert re.fullmatch(
+        r"The whole conversation \(2 sessions across compactions; \d+ requests, "
+        r"1 summary request\):",
+        whole,
+    ), whole

@@ -1,4 +1,4 @@
-"""One rule for every token figure (issue 19): a figure the API counted is shown bare, any other
+"""One rule for every token figure: a figure the API counted is shown bare, any other
 (partly or wholly a local estimate, or of a compaction stored before sources were kept) with
 ``~`` — on the compaction notice, ``sessions tree``/``show``/``export``, ``/context``,
 ``/compact --dry-run``, the status line, the model's ``context_status`` and in JSON (a source
@@ -22,9 +22,13 @@ from agentloop._adapters.records import fork_session
 from agentloop._cli import list_commands, transcript
 from agentloop._cli.printmode import compaction_json
 from agentloop._cli.ui import indicator, notice, plan_report
-from agentloop._core.context import CompactionDecision, ContextUsage
-from agentloop._core.figures import TOKEN_SOURCES, percent_figure, token_figure
-from agentloop._core.results import CompactionPlan, CompactionSummary, CompactionTransition
+from agentloop._core.compaction.results import (
+    CompactionPlan,
+    CompactionSummary,
+    CompactionTransition,
+)
+from agentloop._core.measuring.context import CompactionDecision, ContextUsage
+from agentloop._core.measuring.figures import TOKEN_SOURCES, percent_figure, token_figure
 from agentloop._loop.context_tools import ContextStatusTool
 from sessions import NewMessage, open_store
 
@@ -137,8 +141,8 @@ def test_a_compaction_stores_its_sources_and_an_old_one_shows_as_estimated(
     tmp_path: Path,
 ) -> None:
     from agentloop._adapters.records import perform_store_effect
-    from agentloop._core.effects import SaveTransition
-    from agentloop._core.messages import Message
+    from agentloop._core.compaction.effects import SaveTransition
+    from agentloop._core.values.messages import Message
 
     with open_store(tmp_path / "s.db") as store:
         root = store.create_session(model="m", workspace="/w", title="t")
@@ -223,7 +227,7 @@ def test_the_notice_and_the_print_mode_json_carry_the_sources() -> None:
 
 @pytest.mark.parametrize(("source", "mark"), [("api", ""), ("estimate", "~")])
 def test_the_decision_s_reason_marks_its_figure_too(source: str, mark: str) -> None:
-    from agentloop._core.context import decide
+    from agentloop._core.measuring.context import decide
 
     usage = ContextUsage.model_validate({"tokens": 2124, "window": 6000, "source": source})
     below = decide(usage, threshold=0.8, max_output_tokens=500, message_count=5, safe_boundary=True)
@@ -231,3 +235,18 @@ def test_the_decision_s_reason_marks_its_figure_too(source: str, mark: str) -> N
     usage = ContextUsage.model_validate({"tokens": 5900, "window": 6000, "source": source})
     above = decide(usage, threshold=0.8, max_output_tokens=500, message_count=5, safe_boundary=True)
     assert above.reason.startswith(f"{mark}5,900 tokens reached the trigger")
+
+
+def test_one_more_exchange_never_shows_fewer_tokens_than_the_notice(cli: CLI) -> None:
+    for n in range(8):
+        cli.script.add(text_reply(filler(f"answer {n}", 250)))
+    stdin = [*conversation_lines(6, 250), "/compact", "one more question", "/context"]
+
+    run = cli.run("--context-window", "16000", stdin="\n".join(stdin))
+
+    assert run.code == 0, run.err
+    (notice,) = run.notices
+    after = int(notice["after"].strip("~").replace(",", ""))
+    shown = re.search(r"^Context: ~?([\d,]+) / ", run.err, re.MULTILINE)
+    assert shown is not None
+    assert int(shown[1].replace(",", "")) > after

@@ -1,10 +1,11 @@
-"""Searching what a conversation said, end to end (issue 23): the agent's ``search_history``
+"""Searching what a conversation said, end to end: the agent's ``search_history``
 against the fake Messages API after compactions that left a detail out, and
 ``agentloop sessions search`` for people."""
 
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 from contextlib import closing
 from pathlib import Path
@@ -14,9 +15,19 @@ import pytest
 from fake_api import text_reply, tool_reply
 from support.cli import CLI, WINDOW, conversation_lines
 from support.loop_scripts import filler
+from support.screen import Screen
 from support.store_contract import user
 
-from sessions import _migrations, _sql_messages, default_store_path, open_store
+from agentloop._cli.cells import cells
+from agentloop._cli.search_command import search_command
+from sessions import (
+    CompactionStrategy,
+    NewMessage,
+    _migrations,
+    _sql_messages,
+    default_store_path,
+    open_store,
+)
 
 DETAIL = "Remember this: the deploy key is called ORCHID-7."
 
@@ -134,3 +145,39 @@ def test_sessions_search_builds_the_index_of_an_older_store(
 def applied_migrations() -> set[str]:
     with closing(sqlite3.connect(default_store_path())) as raw:
         return {row[0] for row in raw.execute("SELECT name FROM _migrations")}
+
+
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+COLUMNS = 80
+
+
+def test_search_shows_the_match_highlighted_and_the_users_own_words_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", str(COLUMNS))
+    title = "Please refactor the tokenizer module and keep the public names stable for callers"
+    said = " ".join(f"word{n}" for n in range(300)) + " the zanzibar key is rotated weekly"
+    with open_store(tmp_path / "s.db") as store:
+        session = store.create_session(model="m", workspace="/w", title=title)
+        store.append_messages(
+            session.id,
+            [
+                NewMessage(role="user", content=[{"type": "text", "text": said}]),
+                NewMessage(role="assistant", content=[{"type": "text", "text": "noted"}]),
+            ],
+        )
+        summary = "## Goal\n- the user said the zanzibar key is rotated weekly"
+        child = store.compact(session.id, CompactionStrategy.SUMMARIZE, summary).session_id
+        assert child is not None
+        out = Screen()
+        search_command(store, out, "zanzibar", workspace="/w")
+    lines = out.getvalue().splitlines()
+    heads = [line for line in lines if not line.startswith(" ")]
+    # The user's own message first, the summary quoting it after.
+    assert [h[:8] for h in heads if h] == [session.id[:8], child[:8]]
+    assert all(cells(ANSI.sub("", line)) <= COLUMNS for line in lines)
+    # The match shows (not the message's start), highlighted; the title is cut at a word.
+    first = lines[1:3]
+    assert "\x1b[1mzanzibar\x1b[0m" in first[0] + first[1]
+    assert "word0 " not in "".join(first)
+    assert re.search(r'"Please refactor the tokenizer module and( \w+)*…$', heads[0]), heads[0]

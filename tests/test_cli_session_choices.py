@@ -241,7 +241,7 @@ def test_resuming_where_agents_md_is_absent_says_it_is_not_here(cli: CLI, tmp_pa
 
 def test_the_status_line_reads_the_trigger_only_when_it_compacts() -> None:
     from agentloop._cli.ui import indicator
-    from agentloop._core.context import ContextUsage, decide
+    from agentloop._core.measuring.context import ContextUsage, decide
 
     def line(tokens: int) -> tuple[str, bool]:
         usage = ContextUsage(tokens=tokens, window=10_000, source="api")
@@ -288,7 +288,7 @@ def test_context_marks_the_instruction_files_sizes_as_estimates(cli: CLI) -> Non
 
 
 def test_a_receipt_of_one_fact_says_so_in_words() -> None:
-    from agentloop._core.receipt import Receipt
+    from agentloop._core.facts.receipt import Receipt
 
     receipt = Receipt(facts={"paths": 1})
     assert receipt.lines()[0].endswith("left nothing out of the context: the one fact")

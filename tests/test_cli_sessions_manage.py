@@ -111,7 +111,7 @@ def test_a_long_chain_is_a_list_and_the_resume_mark_stays_visible(
     for session_id, line in zip(ids, rows, strict=True):
         assert line.startswith(session_id[:8])  # no indentation: a chain does not staircase
     assert all(len(line) <= 80 for line in lines)
-    # What does not fit goes whole on the row's next line (issue 30): figures never cut.
+    # What does not fit goes whole on the row's next line: figures never cut.
     note = re.compile(r"^ {10}← compacted 2 → 2 msgs \(~[\d,]+ → ~20,000 tokens\) by summarize$")
     assert sum(bool(note.match(line)) for line in lines) == 11
     assert lines[-1].endswith("◀ resume continues here")

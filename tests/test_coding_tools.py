@@ -10,7 +10,7 @@ import pytest
 
 from agentloop import Tool
 from agentloop._agent.tools import TodoList, always_allow, coding_tools, never_allow
-from agentloop._core.tool import tool_definition
+from agentloop._core.values.tool import tool_definition
 
 # --------------------------------------------------------------------------------- the set
 

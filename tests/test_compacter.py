@@ -17,14 +17,16 @@ import pytest
 from support.histories import CharCounter, compact
 
 from agentloop._adapters.tokens import Calibration
+from agentloop._core.compaction.results import CompactionOutcome, CompactionTransition
 from agentloop._core.compaction_core import CompactionSettings
-from agentloop._core.messages import Message, Usage, to_params, validate_messages
-from agentloop._core.model import ModelRequest
-from agentloop._core.prefix import as_messages
-from agentloop._core.preserved_state import PreservedStateHook
-from agentloop._core.results import CompactionTransition
+from agentloop._core.cutting.prefix import as_messages
+from agentloop._core.facts.preserved_state import PreservedStateHook
+from agentloop._core.measuring.context import reply_reserve
+from agentloop._core.values.messages import Message, Usage, to_params, validate_messages
+from agentloop._core.values.model import ModelRequest
 from agentloop._errors import ConfigurationError, MessageValidationError, ModelError
 from agentloop._loop.conversation_compacter import ConversationCompacter
+from agentloop._loop.drive import drive
 from agentloop.testing import FunctionModel, Reply, summary_input, tool_call
 
 NOW = datetime(2026, 3, 1, 9, 30, tzinfo=UTC)
@@ -542,7 +544,7 @@ def test_per_model_thresholds_move_the_trigger_up_or_down() -> None:
 
 
 def test_trigger_moves_earlier_when_the_reply_would_not_fit() -> None:
-    # The reply reserve is the reply's limit, at most 15 % of the window (issue 19): it moves
+    # The reply reserve is the reply's limit, at most 15 % of the window: it moves
     # a raised threshold, never the default one, and a large limit does not eat a small window.
     late = CompactionSettings(threshold=0.95)
     c = compacter(window=10_000, max_output_tokens=1_000, settings=late)
@@ -917,7 +919,7 @@ def test_plan_previews_without_a_model_call_or_a_write() -> None:
     assert plan.summarized_messages + plan.verbatim_messages == len(history)
     assert plan.summarized_messages > 0 and plan.verbatim_messages > 0
     assert plan.summarized_tokens > plan.verbatim_tokens > 0
-    # The ledger (issue 28) first, then what the hooks rendered.
+    # The ledger first, then what the hooks rendered.
     assert plan.preserved_state.startswith("<ledger>\n")
     assert plan.preserved_state.endswith("</ledger>\n\n## Phase\nfixing the parser")
     assert 0 < plan.expected_tokens_after < plan.decision.usage.tokens
@@ -933,3 +935,69 @@ def test_plan_says_why_nothing_would_be_compacted() -> None:
     plan = compacter(model=FunctionModel(echo_facts)).plan([Message.user("hi")])
     assert plan.strategy == "none"
     assert "nothing worth compacting" in plan.note
+
+
+# -- the circuit breaker: what arms it, where a pause fits ---------------------------------------
+
+
+def _saves_nothing(max_output_tokens: int, threshold: float = 0.85) -> ConversationCompacter:
+    return ConversationCompacter(
+        model_name="claude-test",
+        context_window=24_000,
+        max_output_tokens=max_output_tokens,
+        settings=CompactionSettings(strategy="summarize", threshold=threshold),
+        counter=CharCounter(),
+        new_session_id=lambda: "child",
+    )
+
+
+def _nothing_to_save(chars: int = 84_000) -> list[Message]:
+    """The digest of a summary is larger than the three small messages it would replace."""
+    return [
+        Message.user("hi"),
+        Message.assistant("a"),
+        Message.user("b"),
+        Message.assistant("z" * chars),
+    ]
+
+
+NOTHING_TO_SAVE = _nothing_to_save()
+
+
+def _attempt(
+    compacter: ConversationCompacter,
+    *,
+    force: bool = False,
+    history: list[Message] = NOTHING_TO_SAVE,
+) -> CompactionOutcome:
+    steps = compacter.steps("session", history, force=force)
+    return drive(steps, compacter.runtime.perform)
+
+
+def test_a_compaction_asked_for_that_saves_nothing_arms_no_breaker() -> None:
+    automatic, asked = _saves_nothing(1_000), _saves_nothing(1_000)
+    assert _attempt(automatic).transition is None
+    assert _attempt(asked, force=True).transition is None
+
+    assert automatic.should_compact(NOTHING_TO_SAVE).held_until is not None  # as before
+    decision = asked.should_compact(NOTHING_TO_SAVE)
+    assert decision.compact and decision.held_until is None, decision.reason
+
+
+def test_no_pause_where_the_trigger_is_already_the_reply_reserve() -> None:
+    # Replies of up to 8,192 tokens: the reserve is 15 % of 24,000, where the trigger is.
+    compacter = _saves_nothing(8_192)
+    assert compacter.trigger_tokens == 24_000 - reply_reserve(24_000, 8_192)
+    assert _attempt(compacter).transition is None
+    decision = compacter.should_compact(NOTHING_TO_SAVE)
+    assert decision.compact and decision.held_until is None  # tried again, not at 95 %
+    # With a lower threshold the pause fits, and stops where the reserve begins.
+    lower, history = _saves_nothing(8_192, threshold=0.6), _nothing_to_save(64_000)
+    assert _attempt(lower, history=history).transition is None
+    decision = lower.should_compact(history)
+    assert not decision.compact and decision.held_until is not None
+    assert decision.held_until == min(
+        decision.usage.tokens + 2_400, 24_000 - reply_reserve(24_000, 8_192)
+    )
+    grown = [*history, Message.user("w" * 20_000), Message.assistant("ok")]
+    assert lower.should_compact(grown).compact  # at the reserve's edge it compacts again

@@ -22,10 +22,9 @@ from support.histories import (
     original_count,
 )
 
-from agentloop._core.blocks import tool_result_text
+from agentloop._core.compaction.round_fit import result_text, shortened_result
 from agentloop._core.compaction_core import STRATEGIES, CompactionSettings
-from agentloop._core.context import breaker_hold
-from agentloop._core.cut_and_prune import (
+from agentloop._core.cutting.cut_and_prune import (
     PRUNED_MARKER,
     PRUNED_VALUE,
     assemble,
@@ -33,15 +32,16 @@ from agentloop._core.cut_and_prune import (
     prune_tool_outputs,
     window_note,
 )
-from agentloop._core.messages import (
+from agentloop._core.facts.preserved_state import PreservedStateHook
+from agentloop._core.measuring.context import breaker_hold
+from agentloop._core.values.blocks import tool_result_text
+from agentloop._core.values.messages import (
     ContentBlock,
     Message,
     latest_request_index,
     latest_user_request,
     validate_messages,
 )
-from agentloop._core.preserved_state import PreservedStateHook
-from agentloop._core.round_fit import result_text, shortened_result
 from agentloop._loop.conversation_compacter import ConversationCompacter
 
 WINDOW = 3_000
@@ -338,7 +338,7 @@ def test_every_strategy_keeps_a_valid_complete_conversation(
             assert summary.strategy in (strategy, "digest")
         if summary.strategy == "prune":
             assert strategy in ("auto", "prune", "server")  # server, asked for, runs as auto
-            # The ledger (issue 28) is preserved state too: derived from the history, there
+            # The ledger is preserved state too: derived from the history, there
             # whenever the history holds a request or a tool call, with or without a hook.
             stated = any(STATE_TAG in str(b.get("text", "")) for b in out[0].content)
             check_pruned(history, out, with_hook=with_hook or stated, notes=summary.notes)

@@ -1,4 +1,4 @@
-"""Strategies are things (issue 21.1) and the preview tells the truth (issue 19).
+"""Strategies are things and the preview tells the truth.
 
 * the strategy's name is compared as a string nowhere outside the registry (the CLI may parse
   names);
@@ -24,16 +24,17 @@ from transcripts import CORPUS, Transcript
 
 from agentloop import CompactionSettings, ConversationCompacter, Message, ModelRequest, Usage
 from agentloop._cli.ui import plan_report
-from agentloop._core.compaction_core import BUILTIN, STRATEGIES
-from agentloop._core.effects import Steps
-from agentloop._core.messages import to_params
-from agentloop._core.prefix import as_messages
-from agentloop._core.preserved_state import PreservedStateHook
-from agentloop._core.strategy import BaseStrategy, Built, Job, register, strategy_named
+from agentloop._core.compaction.effects import Steps
+from agentloop._core.compaction.strategy import BaseStrategy, Built, Job, register, strategy_named
+from agentloop._core.compaction_core import STRATEGIES
+from agentloop._core.cutting.prefix import as_messages
+from agentloop._core.facts.preserved_state import PreservedStateHook
+from agentloop._core.strategies import BUILTIN
+from agentloop._core.values.messages import to_params
 from agentloop.testing import FunctionModel
 
 ROOT = Path(__file__).resolve().parent.parent
-REGISTRY_MODULE = ROOT / "agentloop" / "_core" / "strategy.py"
+REGISTRY_MODULE = ROOT / "agentloop" / "_core" / "compaction" / "strategy.py"
 NOW = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
 NAMES = ("auto", "summarize", "sliding_window", "prune", "server", "none")
 

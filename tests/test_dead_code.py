@@ -1,4 +1,4 @@
-"""No dead code (issue 21.5): vulture reads agentloop/, sessions/ and examples/ (the examples
+"""No dead code: vulture reads agentloop/, sessions/ and examples/ (the examples
 are the users) and every name it finds unused is either gone or listed here with its reason.
 
 A name used only by tests is dead too: tests are not scanned."""

@@ -1,5 +1,5 @@
 """``agentloop demo``: offline, compacts at least twice, ends with the lineage tree it made; and
-it gives the README's run wherever the project and the interpreter live (issue 29)."""
+it gives the README's run wherever the project and the interpreter live."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Usage a model only estimated (a test double's, the demo's: nothing counts tokens there) is
-measured, stored and shown as an estimate, never as the API's count (issue 30, point 9): the
+measured, stored and shown as an estimate, never as the API's count: the
 API's own figures are the truth, and a guess is never dressed as a measurement."""
 
 from __future__ import annotations
@@ -19,16 +19,16 @@ from agentloop._adapters.session_costs import session_cost
 from agentloop._adapters.tokens import Calibration
 from agentloop._cli.cost_report import cost_text
 from agentloop._cli.main import main
-from agentloop._core.context import measure
-from agentloop._core.figures import TOKEN_SOURCES, token_figure
-from agentloop._core.messages import Usage
-from agentloop._core.model import (
+from agentloop._core.compaction.results import CompactionSummary, child_metadata
+from agentloop._core.measuring.context import measure
+from agentloop._core.measuring.figures import TOKEN_SOURCES, token_figure
+from agentloop._core.values.messages import Usage
+from agentloop._core.values.model import (
     IterationUsage,
     ModelResponse,
     OnDemandCompaction,
     TextCallback,
 )
-from agentloop._core.results import CompactionSummary, child_metadata
 from agentloop.testing import FunctionModel, ScriptedModel
 from sessions import open_store
 

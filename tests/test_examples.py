@@ -86,8 +86,8 @@ def _run_hand_written_loop(fake_api: FakeAnthropicServer) -> None:
 READS = (
     "README.md",
     "ARCHITECTURE.md",
-    "agentloop/_core/ledger.py",
-    "agentloop/_core/api_compaction.py",
+    "agentloop/_core/facts/ledger.py",
+    "agentloop/_core/compaction/api_compaction.py",
     "agentloop/_core/compaction_core.py",
     "agentloop/_loop/agent_loop.py",
     "agentloop/integrations/_engine.py",

@@ -1,4 +1,4 @@
-"""The fake API's thinking (issue 27, notes 1.1-1.4 and 2), through the real SDK over HTTP:
+"""The fake API's thinking, through the real SDK over HTTP:
 5.x replies think by default with signed blocks bound to their prefix, thinking counts as
 output and against ``max_tokens``, and thinking sent back is checked as the API checks it."""
 

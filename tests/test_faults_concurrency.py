@@ -1,4 +1,4 @@
-"""Fault injection (issue 10), several writers: two and four ``agentloop --continue`` processes
+"""Fault injection, several writers: two and four ``agentloop --continue`` processes
 on one session, released together by a barrier, and the session lease around crashes and the
 first turn of a new session.
 
@@ -22,7 +22,7 @@ from fake_api import FakeAnthropicServer, ReplySpec, ToolCall, text_reply, tool_
 from support.faults import texts
 from support.processes import HANG_GUARD, WINDOW, AgentProcess, CliPlace, check_store, forking
 
-from agentloop._core.validation import DEFAULT_MODEL
+from agentloop._core.values.validation import DEFAULT_MODEL
 from sessions import NewMessage, open_store
 
 # Waits at the barrier (a pipe that the test closes), then becomes the console script.

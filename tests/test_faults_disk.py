@@ -1,4 +1,4 @@
-"""Fault injection (issue 29), a store born on a full disk: creating the SQLite store leaves a
+"""Fault injection, a store born on a full disk: creating the SQLite store leaves a
 complete, ``quick_check``-clean store or none, says so in one line, and a later run with room
 works without the user moving anything. The same question for the other writes that are not
 one of the store's ordinary transactions: a migration, an import, a copy (both backends where

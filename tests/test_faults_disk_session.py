@@ -1,4 +1,4 @@
-"""Fault injection (issue 29), a disk that fills in the middle of a session, for real on both
+"""Fault injection, a disk that fills in the middle of a session, for real on both
 backends: SQLite with its store on a small tmpfs, PostgreSQL with the store's tables moved to a
 tablespace on one (the server's own log stays on its disk, as when a data volume fills).
 

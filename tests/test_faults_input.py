@@ -1,4 +1,4 @@
-"""Fault injection (issue 10), hostile input through the console script: bytes that are not
+"""Fault injection, hostile input through the console script: bytes that are not
 UTF-8 (on stdin, in arguments, in file names, file contents and command output), a secret in
 a command's output, and a 5 MB line against a small window.
 

@@ -1,4 +1,4 @@
-"""Fault injection (issue 10), the process: ``kill -9`` of the ``agentloop`` console script at
+"""Fault injection, the process: ``kill -9`` of the ``agentloop`` console script at
 seeded random points, over a bounded number of runs, with the invariants checked after each
 (the machinery and the invariants: :mod:`support.kill_chains`).
 

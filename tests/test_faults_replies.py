@@ -1,4 +1,4 @@
-"""Fault injection (issue 20), replies that go wrong in new ways, through the console script and
+"""Fault injection, replies that go wrong in new ways, through the console script and
 the real ``anthropic`` SDK against the test server: a stream line that is not JSON, an event of
 the wrong shape, an ``error`` event mid-stream, a stream that stalls.
 

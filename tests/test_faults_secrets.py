@@ -1,4 +1,4 @@
-"""Fault injection (issue 20), secrets through the console script, as a hostile command would
+"""Fault injection, secrets through the console script, as a hostile command would
 go after them: the agent's own environment read through ``/proc/$PPID/environ``, credentials of
 other tools (``PGPASSWORD``, ``MYSQL_PWD``, a ``DATABASE_URL`` with a password, ``GH_PAT``,
 ``SENTRY_DSN``), copies of a secret reversed or in base64, and a secret the output truncation

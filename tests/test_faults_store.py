@@ -1,4 +1,4 @@
-"""Fault injection (issue 20), the store: a disk that fills while a reply streams, a lease lost
+"""Fault injection, the store: a disk that fills while a reply streams, a lease lost
 while the process was paused, on both backends.
 
 A reply that could not be stored is said to be lost, on the terminal, and no further model call

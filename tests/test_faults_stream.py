@@ -1,4 +1,4 @@
-"""Fault injection (issue 10), the wire: replies that break off, end early, stall, or fail in
+"""Fault injection, the wire: replies that break off, end early, stall, or fail in
 sequences of 529/500/401/429, through the real ``anthropic`` SDK against our server.
 
 At the adapter (:class:`AnthropicModel`) each fault is one :class:`IncompleteReplyError` or
@@ -43,7 +43,7 @@ from support.loop_scripts import Script, filler, is_summary_request
 from support.processes import check_store
 
 from agentloop._adapters.anthropic import AnthropicModel
-from agentloop._core.validation import DEFAULT_MODEL
+from agentloop._core.values.validation import DEFAULT_MODEL
 from agentloop._errors import IncompleteReplyError, ModelError
 
 """What a faulty reply shows before it breaks: its first streamed chunk (8 characters)."""

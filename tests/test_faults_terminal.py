@@ -1,4 +1,4 @@
-"""Fault injection (issue 20), the store's disk fills and frees while the agent runs in a real
+"""Fault injection, the store's disk fills and frees while the agent runs in a real
 pseudo-terminal: the reply shown is said not to be saved, no model call is made while the store
 refuses writes (a message typed meanwhile is not sent), and once the disk has room again the
 next message writes what was kept and the conversation goes on, whole.

@@ -1,4 +1,4 @@
-"""Fault injection (issue 20), tools that run away: a ``grep`` whose regular expression backtracks
+"""Fault injection, tools that run away: a ``grep`` whose regular expression backtracks
 for ever. Through the console script against the test server: the search has a time limit and
 the agent goes on (in ``-p``, where nobody can press Ctrl-C); Ctrl-C stops it at once. Off the
 main thread (an event loop's executor) the search runs in a child process, stopped the same
@@ -25,7 +25,7 @@ from support.processes import HANG_GUARD, AgentProcess, CliPlace
 
 from agentloop._agent.search_tools import GrepTool
 from agentloop._agent.workspace import Workspace
-from agentloop._core.tool import ToolResult
+from agentloop._core.values.tool import ToolResult
 
 WINDOW = "8000"
 CATASTROPHIC = "(a+)+$"

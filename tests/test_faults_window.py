@@ -1,4 +1,4 @@
-"""Fault injection (issue 20), a tool round too big for what is left of the window, through
+"""Fault injection, a tool round too big for what is left of the window, through
 ``AgentLoop`` and the real ``anthropic`` SDK against the test server (which refuses a request
 over its window, as the API does).
 
@@ -8,7 +8,7 @@ tool results must stay), so the result goes to the model shortened — head, tai
 that look like errors, saying how much was left out — while the store keeps it whole, and the
 turn goes on. A result shortened once is sent the same way in the next requests.
 
-Issue 29: a session that is one long user turn of big tool rounds beside such a prefix goes on
+A session that is one long user turn of big tool rounds beside such a prefix goes on
 too. When the summary and the smallest tail are still too big, the compaction shortens the
 newest round's largest results (the parent session keeps them whole) instead of giving up; a
 compaction asked for that nothing more can bring under the trigger is kept when it fits beside
@@ -122,7 +122,7 @@ def test_a_tool_result_that_cannot_fit_goes_shortened_and_the_turn_goes_on(
     assert text.startswith("[This tool result was shortened to fit the context window:")
     assert ERROR_LINE in text  # the salient line survives the cut
     assert len(text) < len(BIG)
-    # Said in one line: by the compaction that shortened it (issue 29), or as it was sent.
+    # Said in one line: by the compaction that shortened it, or as it was sent.
     notes = [n for t in result.transitions for n in t.summary.notes] + events.warnings
     assert any("shortened to" in note and "\n" not in note for note in notes)
     # The store keeps it whole (in the parent, when a compaction shortened it).
@@ -136,7 +136,7 @@ def test_a_tool_result_that_cannot_fit_goes_shortened_and_the_turn_goes_on(
     store.close()
 
 
-# -- a session that is one long turn of big tool rounds (issue 29) ------------------------------
+# -- a session that is one long turn of big tool rounds -----------------------------------------
 
 ROUND = "\n".join(
     f"src/module_{n % 7}.py:{n}: def handler_{n}(request): return route({n})" for n in range(1_300)

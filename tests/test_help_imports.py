@@ -11,12 +11,12 @@ import sys
 from pathlib import Path
 
 from agentloop._cli.main import STRATEGY_CHOICES
-from agentloop._core.settings import STRATEGIES
+from agentloop._core.values.settings import STRATEGIES
 
 REPO = Path(__file__).resolve().parents[1]
 NOT_FOR_HELP = (
     "dataclasses",
-    "agentloop._core.settings",
+    "agentloop._core.values.settings",
     "agentloop._cli.repl",
     "agentloop._cli.app",
     "agentloop._agent",

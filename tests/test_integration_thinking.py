@@ -1,5 +1,5 @@
-"""LangChain and pydantic-ai loops on a model that thinks by default (claude-sonnet-5-5, issue
-27) against the test server, which binds every signed thinking block to the exact prefix it was
+"""LangChain and pydantic-ai loops on a model that thinks by default (claude-sonnet-5-5)
+against the test server, which binds every signed thinking block to the exact prefix it was
 produced after and refuses a request that replays one under another prefix: both go through
 compactions with no request refused, the thinking and redacted thinking they send back are the
 server's blocks verbatim (empty text and all), and the conversions keep them both ways."""

@@ -36,6 +36,7 @@ from fake_api import (
 )
 
 from agentloop import (
+    ON_DEMAND_COMPACTION_BETA,
     CommandRan,
     CompactionDecision,
     CompactionTransition,
@@ -47,9 +48,10 @@ from agentloop import (
     default_tool_facts,
 )
 from agentloop._cli.main import main
-from agentloop._core.api_compaction import Carried, carried_message, carried_over
-from agentloop._core.summary import SUMMARIZER_SYSTEM
-from agentloop.integrations.tool_runner import COMPACTION_BETA, RunnerCompaction
+from agentloop._core.compaction.api_compaction import Carried, carried_message, carried_over
+from agentloop._core.compaction.summary import SUMMARIZER_SYSTEM
+from agentloop._core.values.carried import Pin
+from agentloop.integrations.tool_runner import RunnerCompaction
 from sessions import SessionStore, open_store
 
 MODEL = "claude-sonnet-5-5"
@@ -174,7 +176,7 @@ def _runner(client: Any, messages: list[Any], tools: list[Any], **extra: Any) ->
         system=SYSTEM,
         tools=tools,
         messages=messages,
-        betas=[COMPACTION_BETA],
+        betas=[ON_DEMAND_COMPACTION_BETA],
         thread=False,  # the test server keeps no server-side threads
         **extra,
     )
@@ -313,7 +315,7 @@ def test_a_runner_with_another_system_prompt_is_refused_in_one_line(
         system="Another prompt.",
         tools=[read_file, run_command],
         messages=[*resumed.history(), {"role": "user", "content": "again"}],
-        betas=[COMPACTION_BETA],
+        betas=[ON_DEMAND_COMPACTION_BETA],
         thread=False,
     )
     with pytest.raises(ConfigurationError) as refused:
@@ -334,18 +336,22 @@ def test_a_runner_without_the_compaction_beta_is_refused_in_one_line(
         messages=[{"role": "user", "content": "hi"}],
         thread=False,
     )
-    with pytest.raises(ConfigurationError, match=COMPACTION_BETA):
+    with pytest.raises(ConfigurationError, match=ON_DEMAND_COMPACTION_BETA):
         next(iter(RunnerCompaction(store=store).follow(runner)))
     assert fake_api.message_requests == []
 
 
 def test_what_an_earlier_carried_message_restated_is_restated_again() -> None:
-    # The second compaction summarizes the first one's carried message: its pins go on.
-    pin = {"type": "text", "text": "[pinned system message]\nnever edit vendor/\n\nnor dist/"}
-    first = carried_message(Carried("- ledger", (pin,), ()))
-    history = [Message.user("fix"), Message.assistant("ok"), Message.user("go"), first]
-    again = carried_over([*history, Message.assistant("done")], 5, "- ledger 2")
-    assert again.pinned == (pin,)
+    # The second compaction summarizes the first one's carried message: its pins go on, read
+    # from its parts, or from its text alone (a message stored before the parts were kept).
+    pin = Pin("system", "never edit vendor/\n\nnor dist/")
+    first = carried_message(Carried("- ledger", pinned=(pin,)))
+    assert "[pinned system message]\nnever edit vendor/" in first.text
+    text_alone = Message.system(first.content)
+    for carried in (first, text_alone):
+        history = [Message.user("fix"), Message.assistant("ok"), Message.user("go"), carried]
+        again = carried_over([*history, Message.assistant("done")], 5, "- ledger 2")
+        assert again.pinned == (pin,) and again.state == "- ledger 2"
 
 
 def test_a_compaction_the_caller_asks_for_at_the_end_carries_into_the_resumed_session(
@@ -388,7 +394,9 @@ def test_the_readme_snippet_runs_as_written(tmp_path: Path) -> None:
     blocks: list[str] = re.findall(r"```py\n(.*?)```", README.read_text(), flags=re.S)
     (snippet,) = [b for b in blocks if "agentloop.integrations.tool_runner import" in b]
     # The test server keeps no server-side threads (the real API does): whole histories.
-    snippet = snippet.replace("betas=[COMPACTION_BETA],", "betas=[COMPACTION_BETA], thread=False,")
+    snippet = snippet.replace(
+        "betas=[ON_DEMAND_COMPACTION_BETA],", "betas=[ON_DEMAND_COMPACTION_BETA], thread=False,"
+    )
     assert "thread=False" in snippet
     paths = iter(f"src/{name}.py" for name in "abcdefgh")
 

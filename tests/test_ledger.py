@@ -1,4 +1,4 @@
-"""The artifact ledger (issue 28): derived from the tool calls, merged across compactions,
+"""The artifact ledger: derived from the tool calls, merged across compactions,
 byte-stable, within a budget, in every compacted context; and read_file's "unchanged since you
 read it" instead of sending a file again."""
 
@@ -25,9 +25,9 @@ from agentloop import (
 )
 from agentloop._agent.files import ReadFileTool
 from agentloop._agent.workspace import Workspace
-from agentloop._core import ledger
-from agentloop._core.ledger import Ledger, find_ledger, parse, render, shorten_request
-from agentloop._core.ledger_fit import within
+from agentloop._core.facts import ledger
+from agentloop._core.facts.ledger import Ledger, find_ledger, parse, render, shorten_request
+from agentloop._core.facts.ledger_fit import within
 from agentloop.testing import ScriptedModel, text_reply, tool_call, tool_reply
 from sessions import open_store
 

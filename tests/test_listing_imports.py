@@ -1,4 +1,4 @@
-"""`agentloop sessions list` never imports pydantic (issue 9: it was 75 % of the command's time).
+"""`agentloop sessions list` never imports pydantic (it was 75 % of the command's time).
 
 The listing reads through :mod:`sessions._list_handle` (plain rows, the backends' connections only);
 these tests run it in a fresh interpreter, on both backends, and check what was loaded, and

@@ -11,7 +11,7 @@ from types import FrameType
 from typing import Any
 
 from agentloop import Calibration, ConversationCompacter, Message, Usage
-from agentloop._core.messages import merge_consecutive
+from agentloop._core.values.messages import merge_consecutive
 from agentloop._loop.inputs import Inputs
 from agentloop.testing import FunctionModel
 

@@ -21,8 +21,8 @@ from fake_api import (
 
 from agentloop import AgentLoop, ConversationCompacter, FunctionTool, LoopEvents
 from agentloop._adapters.anthropic import AnthropicModel
-from agentloop._core.context import CompactionDecision
-from agentloop._core.model import reply_max_tokens
+from agentloop._core.measuring.context import CompactionDecision
+from agentloop._core.values.model import reply_max_tokens
 from agentloop._errors import ConfigurationError, ThinkingBindingError
 from agentloop._loop.stop_reasons import THINKING_METADATA_KEY, SessionThinking
 from agentloop.testing import Reply, ScriptedModel, tool_call

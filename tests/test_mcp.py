@@ -37,7 +37,7 @@ from agentloop._agent.mcp_tools import (
     open_mcp,
     shortened_results,
 )
-from agentloop._core.messages import Message
+from agentloop._core.values.messages import Message
 from agentloop._errors import ConfigurationError
 from sessions import SqliteSessionStore
 

@@ -79,9 +79,10 @@ def test_the_store_type_and_its_schema(url: str, schema: str) -> None:
     tables = {
         row[0] for row in raw("SELECT tablename FROM pg_tables WHERE schemaname = %s", schema)
     }
-    assert {"sessions", "messages", "compactions", "lineages", "leases", "message_search"} <= tables
+    expected = {"sessions", "messages", "compactions", "lineages", "leases", "message_search"}
+    assert expected | {"search_waiting"} <= tables
     applied = raw(f"SELECT name FROM {schema}.agentloop_migrations ORDER BY name")
-    assert applied == [("m001_initial",), ("m002_search_index",)]
+    assert applied == [("m001_initial",), ("m002_search_index",), ("m003_search_queue",)]
     with open_store(url.replace("postgresql://", "postgres://")) as again:
         assert again.get_session(session.id) == session
     # The server trusts 127.0.0.1, so any password works; none is ever shown.

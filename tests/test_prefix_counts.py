@@ -1,4 +1,4 @@
-"""The compacted context and the compaction notice speak of the same messages (issue 19): the
+"""The compacted context and the compaction notice speak of the same messages: the
 prefix names the parent session's message count, the figure the notice shows, and says how many
 original messages it stands for in all only when earlier compactions add to them."""
 

@@ -8,7 +8,7 @@ import json
 from typing import Any
 
 from agentloop import Message, as_messages, to_params
-from agentloop._core.prefix import REQUEST_HEADING, build_prefix, render_prefix
+from agentloop._core.cutting.prefix import REQUEST_HEADING, build_prefix, render_prefix
 
 
 def _tricky_prefix() -> Message:

@@ -1,4 +1,4 @@
-"""Compaction the user never waits for (issue 18): the summary is prepared in the background
+"""Compaction the user never waits for: the summary is prepared in the background
 past an early mark, kept fresh, and applied at the trigger with no summarizer call on the
 critical path; a stale one is never applied; cancelling leaves nothing running. On the fake API,
 over real HTTP, through the real SDK."""
@@ -29,12 +29,12 @@ from agentloop import (
     ConfigurationError,
     ConversationCompacter,
 )
-from agentloop._core.results import CompactionTransition
+from agentloop._core.compaction.results import CompactionTransition
 from agentloop._loop.background import THREAD_NAME
 from sessions import SqliteSessionStore
 
 PREPARE_AT = 0.65
-assert CompactionSettings().prepare_at == PREPARE_AT  # the default, as the issue asks
+assert CompactionSettings().prepare_at == PREPARE_AT  # the default
 FIRST = "request 0: the deploy key is called orchid-7 and must never change"
 
 

@@ -1,4 +1,4 @@
-"""The live probes of ``benchmarks/bench_probes.py`` (issue 28) are not a stub: their
+"""The live probes of ``benchmarks/bench_probes.py`` are not a stub: their
 extraction and scoring run here against the test server, with a model double that answers from
 exactly what its context holds (so a probe scores what the compacted context kept)."""
 

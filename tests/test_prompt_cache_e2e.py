@@ -1,4 +1,4 @@
-"""What a session costs with the prompt cache (issue 17), on the fake API that bills like the
+"""What a session costs with the prompt cache, on the fake API that bills like the
 Messages API's cache: real coding sessions replayed through ``AgentLoop`` on the real SDK,
 with compactions, and the summary request that continues the cached conversation."""
 
@@ -15,8 +15,8 @@ from support.loop_scripts import is_summary_request
 from support.replay import first_message, replay, user_turns
 from transcripts import coding_session, steering_session
 
-from agentloop._core.cache import MAX_BREAKPOINTS, breakpoint_count
-from agentloop._core.summary import SUMMARIZER_SYSTEM
+from agentloop._core.compaction.summary import SUMMARIZER_SYSTEM
+from agentloop._core.measuring.cache import MAX_BREAKPOINTS, breakpoint_count
 
 WINDOW = 60_000
 
@@ -127,7 +127,8 @@ def test_consecutive_turns_read_the_previous_prefix_and_a_child_reads_tools_and_
 def test_caching_only_the_system_prompt_pays_full_price_for_the_history(
     server: FakeAnthropicServer,
 ) -> None:
-    """The state before issue 17, measured the same way: it bills close to uncached."""
+    """Only the system prompt marked (before the breakpoints followed the conversation),
+    measured the same way: it bills close to uncached."""
     transcript = coding_session(0, 120)
     first = user_turns(transcript.messages)[0][0]["text"]
     run = replay(

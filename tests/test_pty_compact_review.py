@@ -1,4 +1,4 @@
-"""Issue 28, ``/compact --review`` in a real terminal of 80 columns against the test server: the
+"""``/compact --review`` in a real terminal of 80 columns against the test server: the
 review (summary, ledger, question) fits the screen, wrapped between words; Ctrl-C at the
 question aborts and writes nothing; ``r`` asks again with the instructions typed next; ``a``
 applies the summary shown."""

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from fake_api import ReplySpec, text_reply, tool_reply
+from support.cli import CLI
 from support.pty import (
     TIMEOUT,
     Model,
@@ -38,7 +39,7 @@ def test_ctrl_c_clears_the_line_and_twice_on_an_empty_line_quits(
     term.prompt()
     term.send("draft text")
     term.expect("draft text")
-    term.send("\x03")  # clears the line, and does not arm quitting (issue 30)
+    term.send("\x03")  # clears the line, and does not arm quitting
     term.send("\x03")  # the first press on the empty line: arms
     term.expect("Press Ctrl-C again to quit")  # still running: the text did not count
     term.send("hello\r")
@@ -205,3 +206,72 @@ def test_ctrl_c_during_compact_stops_the_spinner_and_returns_to_the_prompt(
         assert "Traceback" not in term.screen
     finally:
         release.set()
+
+
+# -- /clear and /model ---------------------------------------------------------------------------
+
+COLUMNS = 80
+
+
+def test_clear_starts_a_fresh_session_and_keeps_the_old_one_resumable(
+    cli: CLI, launch: Callable[..., Terminal]
+) -> None:
+    cli.script.add(text_reply("first answer"), text_reply("fresh answer"), text_reply("back"))
+    term = launch(columns=COLUMNS)
+    term.prompt()
+    term.send("the first conversation\r")
+    term.expect("first answer")
+    term.prompt()
+    term.send("/clear\r")
+    said = term.expect(r"Fresh conversation: new session \w{8}[^`]+`agentloop --resume \w{8}`")
+    old = said.split("--resume ")[1].strip("`")
+    term.prompt()
+    term.send("a new topic\r")
+    term.expect("fresh answer")
+    term.prompt()
+    term.send("\x04")
+    assert term.wait() == 0
+    # The fresh session's request carried none of the old conversation.
+    fresh = cli.script.conversation[-1]["messages"]
+    assert len(fresh) == 1 and "a new topic" in str(fresh[0]["content"])
+    with cli.store() as store:
+        sessions = store.list_sessions(limit=None)
+        assert len(sessions) == 2 and all(s.parent_id is None for s in sessions)
+        (kept,) = [s for s in sessions if s.id.startswith(old)]
+        assert kept.message_count == 2 and kept.status == "active"
+    resumed = cli.run("-r", old, stdin="and the old one again\n")
+    assert resumed.code == 0, resumed.err
+    assert "the first conversation" in str(cli.script.conversation[-1]["messages"])
+
+
+def test_model_shows_and_switches_the_model_saying_what_it_costs(
+    cli: CLI, launch: Callable[..., Terminal]
+) -> None:
+    cli.script.add(text_reply("from sonnet"), text_reply("from opus"))
+    term = launch(columns=COLUMNS)
+    term.prompt()
+    term.send("hello\r")
+    term.expect("from sonnet")
+    term.prompt()
+    term.send("/model\r")
+    term.expect(r"Model: claude-sonnet-5-5 \(/model NAME switches for the next turns\)")
+    term.prompt()
+    term.send("/model claude-opus-5-5\r")
+    term.expect("Model: claude-opus-5-5 for the next turns")
+    term.expect("prompt")
+    term.expect("cache starts over")
+    term.expect("may be dropped")
+    term.prompt()
+    term.send("and now?\r")
+    term.expect("from opus")
+    term.prompt()
+    term.send("/model\r")
+    term.expect(r"Model: claude-opus-5-5 \(")
+    term.prompt()
+    term.send("\x04")
+    assert term.wait() == 0
+    assert [body["model"] for body in cli.script.conversation] == [
+        "claude-sonnet-5-5",
+        "claude-opus-5-5",
+    ]
+    assert "/help" not in term.screen.split("/model claude-opus-5-5")[0].split("from sonnet")[1]

@@ -1,5 +1,6 @@
 """In a real terminal of 80 columns against the test server: ``NO_COLOR`` honoured, and what the
-screen shows wrapped at word boundaries."""
+screen shows wrapped at word boundaries; ``/help`` and the tables fit the terminal in display
+cells."""
 
 from __future__ import annotations
 
@@ -12,7 +13,9 @@ from pathlib import Path
 
 import pytest
 from fake_api import FakeAnthropicServer, ModelSpec, text_reply, tool_reply
-from support.pty import ANSI, REPO, Model, Terminal, launch, model, workspace
+from support.cli import CLI
+from support.compacted_runs import OLDER, SMALL, seed_compacted
+from support.pty import ANSI, REPO, Model, Terminal, launch, model, resize, workspace
 
 from agentloop._cli.cells import cells
 
@@ -239,3 +242,83 @@ def test_a_long_typed_line_is_echoed_wrapped_at_words(
     assert echo[0].startswith("› word0") and echo[-1].endswith("word29 about the tokenizer")
     assert all(cells(line) <= COLUMNS for line in echo), echo
     assert _no_cut_word(echo, said + " ›") == [], echo
+
+
+# -- everything the agent prints, /help and the tables --------------------------------------------
+
+
+def test_what_the_terminal_prints_is_wrapped_at_words_to_its_width(
+    cli: CLI, launch: Callable[..., Terminal]
+) -> None:
+    seed_compacted(cli, 17)
+    cli.script.add(text_reply("a short answer"))
+
+    term = launch(*OLDER, *SMALL, "-c", columns=COLUMNS)
+    term.expect("for commands and keys")  # the banner first
+    term.expect("Resuming session")
+    term.prompt()
+    term.send("/context\r")
+    term.expect("Session: ")
+    term.prompt()
+    term.send("/cost\r")
+    term.expect("The whole conversation")
+    term.expect("output [\\d,]+ tokens")
+    term.prompt()
+    term.send("/compact\r")
+    term.expect("Conversation compacted")
+    term.prompt()
+    term.send("one more\r")
+    term.expect("a short answer")
+    term.prompt()
+    term.send("\x04")
+    assert term.wait() == 0
+    screen = term.raw
+    for what in (
+        "Resuming session",
+        "agentloop · ",
+        "Context: ",
+        "Conversation compacted",
+        "Session ",
+    ):
+        assert what in screen
+    lines = [line for line in _visible(screen) if line.strip()]
+    too_wide = [line for line in lines if cells(line) > COLUMNS]
+    assert too_wide == []
+    # What was wrapped was broken between words: the figures and words are whole.
+    text = " ".join(" ".join(lines).split())
+    assert re.search(
+        r"Conversation compacted: \d+ messages → new session \w{8} \(~?[\d,]+ → ~?[\d,]+ tokens\)",
+        text,
+    )
+    assert re.search(
+        r"Session \w{8} saved · continue with `agentloop --continue` or `agentloop --resume \w{8}`",
+        text,
+    )
+    assert "agentloop · claude-haiku-4-5 · 16,000-token window" in text
+
+
+def test_help_and_tables_fit_the_terminal_in_display_cells(
+    launch: Callable[..., Terminal], model: Model, piped: Callable[..., str]
+) -> None:
+    model.replies.append(text_reply("ok"))
+    title = "日本語のとても長いタイトルのメッセージです、よろしくお願いします"
+    piped(f"{title}\n")
+
+    listing = launch("sessions", "list")
+    resize(listing, 60)
+    listing.expect("ID")
+    assert listing.wait() == 0
+    lines = [line for line in listing.screen.replace("\0EOF", "").splitlines() if line]
+    assert any("日本語" in line for line in lines)
+    assert all(cells(line) <= 60 for line in lines), lines
+
+    term = launch()
+    term.prompt()
+    resize(term, 50)
+    term.send("/help\r")
+    text = term.expect(r"Commands:[\s\S]*compaction is off\)\.")
+    assert all(cells(line) <= 50 for line in text.splitlines()), text
+    assert re.search(r"\n\s+summary\)", text)  # wrapped under its column, not cut
+    term.prompt()
+    term.send("\x04")
+    assert term.wait() == 0

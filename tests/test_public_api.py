@@ -21,7 +21,8 @@ AGENTLOOP_API = {
     "CompactionSummary", "CompactionTransition", "ConfigurationError", "ContextFullError",
     "ContextUsage", "ContextWindowResolver", "ConversationCompacter", "FunctionTool",
     "LoopEvents", "Message", "MessageParam", "MessageValidationError", "Model", "ModelError",
-    "ModelLimits", "ModelRequest", "ModelResponse", "PreservedStateHook", "PromptTooLongError",
+    "ModelLimits", "ModelProfile", "ModelRequest", "ModelResponse", "PreservedStateHook",
+    "PromptTooLongError",
     "RecentFiles", "SummaryInfo", "TokenEstimator", "Tool", "ToolResult", "TurnResult", "Usage",
     "__version__", "as_messages", "choose_tail_start", "is_safe_boundary",
     "message_from_response", "prune_tool_outputs", "recent_files_hook", "search_history_tool",
@@ -29,6 +30,7 @@ AGENTLOOP_API = {
     "validate_messages", "validate_threshold", "with_cache_breakpoints",
     # what a tool call did: the seam, and the recognizers that ship
     "ToolCall", "ToolFacts", "FileTouched", "CommandRan", "TodoState", "default_tool_facts",
+    "ON_DEMAND_COMPACTION_BETA",
 }  # fmt: skip
 
 SESSIONS_API = {

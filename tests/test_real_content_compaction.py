@@ -1,4 +1,4 @@
-"""Compaction on real content (issue 8): the corpus of realistic transcripts through the public
+"""Compaction on real content: the corpus of realistic transcripts through the public
 API, measured by the test server as the API would measure it.
 
 * every strategy's output is valid (agentloop's validator and the server's own rules);
@@ -373,7 +373,7 @@ def test_the_newest_request_is_carried_never_an_older_one(name: str, strategy: s
         return  # no summary prefix (a pruning): nothing was carried
     if name in ("steering", "pasted_log"):  # the sharp case: the newest request is in the head
         assert latest.message_index < result.tail_start
-    # The ledger (issue 28) lists the user's earlier requests as what they are; the slot of
+    # The ledger lists the user's earlier requests as what they are; the slot of
     # the latest request carries the newest only.
     carried = strings(result.params[0]).partition("The user's latest request, verbatim:")[2]
     for request in transcript.facts.requests[:-1]:

@@ -1,4 +1,4 @@
-"""The receipt of issue 28 where people see it: ``/context`` in a real terminal after a
+"""The compaction receipt where people see it: ``/context`` in a real terminal after a
 compaction, and ``sessions show`` (text and ``--json``) of the compacted session."""
 
 from __future__ import annotations

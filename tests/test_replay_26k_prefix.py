@@ -27,7 +27,7 @@ from agentloop import (
     ConversationCompacter,
     FunctionTool,
 )
-from agentloop._core.tool import tool_definition
+from agentloop._core.values.tool import tool_definition
 from sessions import open_store
 
 SONNET_55 = "claude-sonnet-5-5"
@@ -191,7 +191,7 @@ def test_a_26k_prefix_session_at_60k_on_sonnet_55_sends_no_refused_request(
     assert fake.refusals == [] and fake.violations == []
     assert fake.too_long == []  # no request over the window was sent
     assert len(recorder.transitions) >= 3, "the session compacted too little to tell"
-    # Tool results were shortened to fit (the case the issue found), and the compaction
+    # Tool results were shortened to fit (the case this replay reproduces), and the compaction
     # requests after it sent them as they were sent: none refused, none over the window.
     assert any("shortened" in text for text in recorder.warnings)
     compactions = [b for b in fake.message_requests if b.get("compaction") is not None]

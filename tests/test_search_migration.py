@@ -131,4 +131,35 @@ def test_postgres_store_gets_its_index_when_first_opened_for_writing(
 
     with open_store(postgres) as store:
         check_upgraded(store, root, child)
+    assert _applied(postgres) == ["m001_initial", "m002_search_index", "m003_search_queue"]
+
+
+def test_postgres_store_indexed_with_its_appends_gets_its_queue(
+    postgres: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from sessions._sql_search import behind, index_at_once
+    from sessions._sql_store import SqlSessionStore
+
+    def in_the_append(db: Any, root_id: str, rows: Any, **kwargs: Any) -> bool:
+        index_at_once(db, root_id, rows)
+        return False
+
+    # The store code of before the queue: every append wrote its index rows.
+    with monkeypatch.context() as before:
+        before.setattr(_sql_messages, "index_messages", in_the_append)
+        before.setattr(_postgres_schema, "MIGRATIONS", _postgres_schema.MIGRATIONS[:2])
+        with open_store(postgres) as old:
+            root, child = write_old_conversation(old)
     assert _applied(postgres) == ["m001_initial", "m002_search_index"]
+
+    with open_store(postgres, read_only=True) as reader:  # searched as it is, no queue needed
+        (hit,) = reader.search_messages("heliotrope", session_id=child)
+        assert (hit.session_id, hit.seq) == (root, 2)
+    assert _applied(postgres) == ["m001_initial", "m002_search_index"]
+
+    with open_store(postgres) as store:
+        assert isinstance(store, SqlSessionStore)
+        with store._transaction(write=False) as tx:
+            assert behind(tx.db) == 0  # nothing waits: all were indexed with their append
+        check_upgraded(store, root, child)
+    assert _applied(postgres) == ["m001_initial", "m002_search_index", "m003_search_queue"]

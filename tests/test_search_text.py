@@ -1,4 +1,4 @@
-"""What full-text search sees of a text (issue 23): the words both backends index."""
+"""What full-text search sees of a text: the words both backends index."""
 
 from __future__ import annotations
 

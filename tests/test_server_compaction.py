@@ -1,4 +1,4 @@
-"""Strategy ``server`` (issue 12): the Messages API compacts on the server.
+"""Strategy ``server``: the Messages API compacts on the server.
 
 The library loop and the CLI drive the real ``anthropic`` SDK over HTTP against our fake
 Messages API, which implements the ``compact_20260112`` edit (``tests/fake_api/compaction.py``):
@@ -42,7 +42,7 @@ from agentloop import (
     validate_messages,
 )
 from agentloop._adapters.records import from_record
-from agentloop._core.settings import StrategyName
+from agentloop._core.values.settings import StrategyName
 from agentloop.testing import ScriptedModel
 from agentloop.testing import text_reply as scripted_reply
 from sessions import SqliteSessionStore, open_store
@@ -425,7 +425,7 @@ def test_the_block_is_estimated_and_summarized_by_its_summary_text() -> None:
     """Its signature and encrypted part are opaque to the model: the estimate counts the text;
     a later local compaction hands the text over as the summary to update, once."""
     from agentloop import TokenEstimator
-    from agentloop._core.summary import render_message
+    from agentloop._core.compaction.summary import render_message
 
     block = {
         "type": "compaction",

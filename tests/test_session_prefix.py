@@ -1,4 +1,4 @@
-"""A session keeps its prefix (issue 27): the system prompt and the tool definitions are stored
+"""A session keeps its prefix: the system prompt and the tool definitions are stored
 with the session and reused byte for byte on resume and in a compaction's child; a changed
 instruction file reaches the model as an appended message, and the user is told once."""
 
@@ -22,9 +22,9 @@ from agentloop._agent.session_prefix import (
     instructions_seen,
     update_text,
 )
-from agentloop._core.api_compaction import accepts_system_messages
-from agentloop._core.messages import Message
-from agentloop._core.model import ModelRequest
+from agentloop._core.compaction.api_compaction import accepts_system_messages
+from agentloop._core.values.messages import Message
+from agentloop._core.values.model import ModelRequest
 from agentloop.testing import ScriptedModel, tool_call, tool_reply
 from sessions import SessionStore, open_store
 

@@ -1,4 +1,4 @@
-"""``agentloop -c`` after the project's AGENTS.md changed (issue 27), against the test server:
+"""``agentloop -c`` after the project's AGENTS.md changed, against the test server:
 the resumed requests begin with the stored system prompt and tools byte for byte (so every
 stored thinking block stays bound to its prefix and no request is refused), the new text
 reaches the model as an appended message, and the user is told in one line."""

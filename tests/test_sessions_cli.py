@@ -275,7 +275,7 @@ def test_export_markdown_and_json(seeded: Seeded) -> None:
     assert "````\na.py\nb.py\n``` (sic)\n````" in markdown
     exported = json.loads(ok(run(seeded, "export", seeded.tools, "--format", "json")))
     shown = json.loads(ok(run(seeded, "show", seeded.tools, "--json")))
-    # The conversation, session by session (issue 30); this one has one session.
+    # The conversation, session by session; this one has one session.
     (session,) = exported["sessions"]
     assert session["id"] == shown["id"] and exported["messages"] == len(shown["messages"])
     assert [m["content"] for m in session["messages"]] == [m["content"] for m in shown["messages"]]

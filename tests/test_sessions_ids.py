@@ -53,7 +53,7 @@ def test_random_part_comes_from_rand() -> None:
 
 
 def test_what_the_user_sees_and_types_is_random() -> None:
-    """Issue 9: the 8 characters shown used to be mostly the creation second, so a 4-character
+    """The 8 characters shown used to be mostly the creation second, so a 4-character
     prefix covered ~17 minutes. Now 3,000 sessions made in ONE second still differ early."""
     rng = random.Random(9)
     moment = datetime(2025, 6, 1, 12, 0, 0, tzinfo=UTC)

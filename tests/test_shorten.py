@@ -9,8 +9,8 @@ from hypothesis import strategies as st
 from transcripts import CORPUS
 
 from agentloop import as_messages
-from agentloop._core.cut_and_prune import prune_tool_outputs
-from agentloop._core.shorten import rank_lines, shorten
+from agentloop._core.cutting.cut_and_prune import prune_tool_outputs
+from agentloop._core.values.shorten import one_line, rank_lines, shorten
 
 ERROR, LOCATION, TROUBLE = 0, 1, 2
 
@@ -119,3 +119,10 @@ def test_pruning_further_in_two_steps_equals_pruning_once(
     )
     assert [m.content for m in stepped] == [m.content for m in once]
     assert any(m.content != o.content for m, o in zip(once, messages, strict=True))
+
+
+def test_one_line_collapses_whitespace_and_cuts_with_an_ellipsis() -> None:
+    assert one_line("  pytest\n  -q\t tests/ ") == "pytest -q tests/"
+    assert one_line("a b c d e f", 5) == "a b …"
+    assert len(one_line("x" * 50, 10)) == 10
+    assert one_line("short", 5) == "short"  # at the limit: whole

@@ -1,4 +1,4 @@
-"""The store contract, part six: full-text search over stored messages (issue 23).
+"""The store contract, part six: full-text search over stored messages.
 
 Written once against the ``SessionStore`` protocol; runs against every backend in
 ``store_contract.BACKENDS``. The index's upkeep is checked in the index table itself (a stale

@@ -1,4 +1,4 @@
-"""What survives a compaction, measured on the corpus (issue 28): the targets of
+"""What survives a compaction, measured on the corpus: the targets of
 ``benchmarks/bench_survival.py`` hold on every transcript, after every one of 5 successive
 compactions; the measure sees what a context without the ledger loses; the receipt lists what
 a compaction left out, each with a search that finds it."""
@@ -23,9 +23,9 @@ from agentloop import (
 )
 from agentloop._adapters.records import to_record
 from agentloop._agent.search_history import SearchHistoryTool
-from agentloop._core import preserved_state
-from agentloop._core.ledger import Ledger, derive
-from agentloop._core.receipt import Fact, receipt, span_facts
+from agentloop._core.facts import preserved_state
+from agentloop._core.facts.ledger import Ledger, derive
+from agentloop._core.facts.receipt import Fact, receipt, span_facts
 from sessions import open_store
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
@@ -45,7 +45,7 @@ def test_the_targets_hold_on_the_corpus_after_5_successive_compactions() -> None
 
 @pytest.mark.heavy
 def test_without_the_ledger_the_measure_sees_the_losses(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(preserved_state, "ledger_text", lambda *args, **kwargs: "")
+    monkeypatch.setattr(preserved_state, "ledger_fitted", lambda *args, **kwargs: Ledger())
     survival = bench_survival.measure(seeds=(1,), size=90, compactions=2)
     misses = " ".join(survival.misses())
     assert "commands" in misses and "todos" in misses and "errors" in misses
@@ -83,7 +83,7 @@ def _compacted(messages: list[Message]) -> tuple[list[Message], int, str]:
 def test_the_receipt_lists_what_a_compaction_left_out_with_a_search_that_finds_it(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(preserved_state, "ledger_text", lambda *args, **kwargs: "")
+    monkeypatch.setattr(preserved_state, "ledger_fitted", lambda *args, **kwargs: Ledger())
     messages = as_messages(coding_session(4, 120).messages)
     child, replaced, _ = _compacted(messages)
     shown = receipt(messages, replaced, child, default_tool_facts())

@@ -16,7 +16,8 @@ import pytest
 from transcripts.other_agents import OTHER_AGENTS, AgentSession, Happened, other_agent_session
 
 from agentloop import Message, as_messages
-from agentloop._core import preserved_state
+from agentloop._core.facts import preserved_state
+from agentloop._core.values.ledger_values import Ledger
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 import survival_agents
@@ -151,7 +152,7 @@ def test_a_cut_fact_counts_found_only_by_the_search_its_section_names() -> None:
 
 
 def test_without_the_ledger_the_measure_sees_the_losses(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(preserved_state, "ledger_text", lambda *args, **kwargs: "")
+    monkeypatch.setattr(preserved_state, "ledger_fitted", lambda *args, **kwargs: Ledger())
     rows = survival_agents.measure(seeds=(1,), size=120, windows=(60_000,), shapes=("codex",))
     misses = " ".join(rows[0].misses())
     assert "paths" in misses and "commands" in misses and "todos" in misses

@@ -1,4 +1,4 @@
-"""The tests' own house (issue 21): what tests share lives in ``tests/support/`` (or the fake
+"""The tests' own house: what tests share lives in ``tests/support/`` (or the fake
 API's package, or the transcript corpus), never in a test module another test imports, and no
 helper outgrows 600 lines."""
 

@@ -13,8 +13,8 @@ from support.cli import CLI
 
 from agentloop._cli.main import agent_options, build_parser
 from agentloop._cli.ui import THINKING_WIDTH, TerminalUI, thinking_lines
-from agentloop._core.messages import Usage
-from agentloop._core.model import ModelResponse
+from agentloop._core.values.messages import Usage
+from agentloop._core.values.model import ModelResponse
 from agentloop._errors import ThinkingBindingError
 from agentloop.testing import Reply, ScriptedModel
 from sessions import SqliteSessionStore

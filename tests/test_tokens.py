@@ -22,7 +22,7 @@ from agentloop._adapters.tokens import (
     TokenizerUnavailableError,
     get_encoding,
 )
-from agentloop._core.messages import Message
+from agentloop._core.values.messages import Message
 from agentloop._errors import AgentloopError
 
 

@@ -22,9 +22,9 @@ from agentloop import (
     ToolFacts,
     default_tool_facts,
 )
-from agentloop._core.ledger import derive, find_ledger, render
-from agentloop._core.ledger_fit import within
-from agentloop._core.receipt import receipt
+from agentloop._core.facts.ledger import derive, find_ledger, render
+from agentloop._core.facts.ledger_fit import within
+from agentloop._core.facts.receipt import receipt
 from agentloop.testing import ScriptedModel, text_reply, tool_call, tool_reply
 
 CORE = Path(__file__).resolve().parents[1] / "agentloop" / "_core"
@@ -40,7 +40,7 @@ WORDING = ("[exit code", "overwrote existing file", "Exit code", "created succes
 
 def test_the_core_names_no_tool_and_reads_no_tools_wording() -> None:
     offenders = []
-    for path in sorted(CORE.glob("*.py")):
+    for path in sorted(CORE.rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if not isinstance(node, ast.Constant) or not isinstance(node.value, str):
                 continue

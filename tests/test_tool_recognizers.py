@@ -20,7 +20,7 @@ from agentloop import (
     default_tool_facts,
 )
 from agentloop._adapters.command_output import tests_reported as runner_tests
-from agentloop._core.tool_facts import ToolFact
+from agentloop._core.values.tool_facts import ToolFact
 
 
 def facts(

@@ -1,4 +1,4 @@
-"""What the user waits for at the trigger (issue 27): with a usable summary prepared in the
+"""What the user waits for at the trigger: with a usable summary prepared in the
 background, no refresh is waited for and no summary request is made; a prepared summary that
 covered too little is brought up to date in at most one request.
 
@@ -22,16 +22,16 @@ from agentloop import (
     ModelResponse,
     Usage,
 )
-from agentloop._core.context import CompactionDecision
-from agentloop._core.effects import (
+from agentloop._core.compaction.effects import (
     CallModel,
     CancelBackground,
     CollectBackground,
     Effect,
     StartBackground,
 )
-from agentloop._core.model import ModelRequest, TextCallback
-from agentloop._core.results import CompactionTransition
+from agentloop._core.compaction.results import CompactionTransition
+from agentloop._core.measuring.context import CompactionDecision
+from agentloop._core.values.model import ModelRequest, TextCallback
 from agentloop._loop.drive import Runtime
 
 MODEL = "claude-sonnet-4-6"

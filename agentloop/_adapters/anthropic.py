@@ -11,13 +11,14 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from agentloop._adapters.anthropic_capabilities import (
     CapabilityCache,
     ModelCapabilities,
+    ModelLifecycle,
     afetch_capabilities,
-    builtin_capabilities,
     fetch_capabilities,
     fetch_model_limits,
     is_bedrock,
@@ -38,16 +39,16 @@ from agentloop._adapters.anthropic_params import (
     thinking_params,
     without_refused_companions,
 )
-from agentloop._core.blocks import is_compaction
-from agentloop._core.cache import CacheMode, with_cache_breakpoints
-from agentloop._core.messages import (
+from agentloop._core.measuring.cache import CacheMode, with_cache_breakpoints
+from agentloop._core.values.blocks import is_compaction
+from agentloop._core.values.messages import (
     ContentBlock,
     Message,
     Usage,
     sdk_block,
     to_params,
 )
-from agentloop._core.model import (
+from agentloop._core.values.model import (
     IterationUsage,
     ModelRequest,
     ModelResponse,
@@ -55,6 +56,8 @@ from agentloop._core.model import (
     TextCallback,
     ThinkingListener,
 )
+from agentloop._core.values.model_profile import ModelProfile
+from agentloop._core.values.profile_table import builtin_profile
 from agentloop._errors import (
     ConfigurationError,
     IncompleteReplyError,
@@ -91,18 +94,18 @@ def build_request_kwargs(
     request: ModelRequest,
     *,
     cache: CacheMode = "conversation",
-    capabilities: ModelCapabilities | None = None,
+    capabilities: ModelProfile | None = None,
 ) -> dict[str, Any]:
     """The keyword arguments for ``messages.create`` / ``messages.stream``.
 
-    Prompt-cache breakpoints follow the conversation (``_core/cache.py``): the tools and system
+    Prompt-cache breakpoints follow the conversation (``measuring/cache.py``): the tools and system
     prefix, the newest message, and the previous request's end where a long tool round would
     put it out of the cache's reach. ``metadata`` is for test doubles and is never sent.
     Thinking and effort follow the model's ``capabilities`` (default: the built-in table, see
     :func:`~agentloop._adapters.anthropic_params.thinking_params`); an on-demand compaction
     (``request.compaction``) carries ``compaction`` and none of what the API refuses beside it.
     """
-    caps = capabilities if capabilities is not None else builtin_capabilities(request.model)
+    caps = capabilities if capabilities is not None else builtin_profile(request.model)
     kwargs: dict[str, Any] = {
         "model": request.model,
         "max_tokens": request.max_tokens,
@@ -251,7 +254,7 @@ class AnthropicModel:
     :class:`IncompleteReplyError`: the loop withdraws what was shown and asks once more.
 
     ``prompt_cache`` says where requests carry cache breakpoints: ``conversation`` (the
-    default: tools, system and the conversation, see ``_core/cache.py``), ``system`` (tools and
+    default: tools, system and the conversation, see ``measuring/cache.py``), ``system`` (tools and
     system only) or ``off``.
     """
 
@@ -339,26 +342,26 @@ class AnthropicModel:
     def supports_server_compaction(self, model: str) -> bool:
         """Whether requests may carry :class:`ServerCompaction` (the API answers for the model:
         a refusal raises :class:`ServerCompactionUnsupported`)."""
-        return True
+        return self.profile(model).server_compaction
 
     # -- what a model can do (the Models API, once per model) --------------------------------
 
-    def capabilities(self, model: str) -> ModelCapabilities:
+    def capabilities(self, model: str) -> ModelProfile:
         """What ``model`` takes, from the Models API (asked once per model and remembered);
         the built-in table by model id when it cannot answer (never an error)."""
         known = self._capabilities.get(model)
         if known is None:
             client = self._lookup_client()
             if client is None:  # only an async client: the table until acomplete asks
-                return builtin_capabilities(model)
+                return builtin_profile(model)
             try:
-                fetched: ModelCapabilities | ModelError = fetch_capabilities(model, client)
+                fetched: ModelProfile | ModelError = fetch_capabilities(model, client)
             except ModelError as error:
                 fetched = error
             known = self._capabilities.put(model, fetched)
         return known.capabilities
 
-    async def acapabilities(self, model: str) -> ModelCapabilities:
+    async def acapabilities(self, model: str) -> ModelProfile:
         """The async form of :meth:`capabilities`."""
         known = self._capabilities.get(model)
         if known is None:
@@ -366,23 +369,35 @@ class AnthropicModel:
             if client is None:  # only a sync client was given
                 return await asyncio.to_thread(self.capabilities, model)
             try:
-                fetched: ModelCapabilities | ModelError = await afetch_capabilities(model, client)
+                fetched: ModelProfile | ModelError = await afetch_capabilities(model, client)
             except ModelError as error:
                 fetched = error
             known = self._capabilities.put(model, fetched)
         return known.capabilities
 
-    def supports_on_demand_compaction(self, model: str) -> bool:
-        """Whether the API writes summaries itself for ``model`` (``capabilities.compaction``
-        with ``summarize``); False on Bedrock and when the Models API cannot answer."""
+    def profile(self, model: str) -> ModelProfile:
+        """What ``model`` can do on this adapter: its :meth:`capabilities` (the Models API,
+        once per model; the shipped table when it cannot answer), with no on-demand
+        compaction where the Models API cannot vouch for it (Bedrock, no lookup client)."""
+        caps = self.capabilities(model)
         client = self._lookup_client() or self._async()
-        if client is None or is_bedrock(client):
-            return False
-        return self.capabilities(model).compaction
+        if caps.on_demand_compaction and (client is None or is_bedrock(client)):
+            return replace(caps, on_demand_compaction=False)
+        return caps
+
+    def supports_on_demand_compaction(self, model: str) -> bool:
+        """Whether the API writes summaries itself for ``model`` (its :meth:`profile`)."""
+        return self.profile(model).on_demand_compaction
 
     def max_reply_tokens(self, model: str) -> int | None:
-        """The most ``max_tokens`` the model takes (None: unknown)."""
-        return self.capabilities(model).max_tokens
+        """The most ``max_tokens`` the model takes (None: unknown; its :meth:`profile`)."""
+        return self.profile(model).max_output_tokens
+
+    def known_lifecycle(self, model: str) -> ModelLifecycle | None:
+        """What the Models API said of ``model``'s lifecycle, if it was asked already (by a
+        request or a lookup of limits); never a lookup of its own."""
+        known = self._capabilities.get(model)
+        return None if known is None else known.capabilities.lifecycle
 
     def fetch_limits(self, model: str) -> tuple[int | None, int | None]:
         """``(max_input_tokens, max_tokens)`` as the Models API gave them, for a
@@ -392,7 +407,7 @@ class AnthropicModel:
         known = self._capabilities.get(model)
         if known is not None and known.failure is not None:
             raise ModelError(known.failure, status_code=known.status)
-        return caps.max_input_tokens, caps.max_tokens
+        return caps.context_window, caps.max_output_tokens
 
     # -- requests ----------------------------------------------------------------------------
 
@@ -558,7 +573,7 @@ def _finished(request: ModelRequest, response: ModelResponse) -> ModelResponse:
 
 
 def _count_kwargs(
-    request: ModelRequest, cache: CacheMode, caps: ModelCapabilities | None = None
+    request: ModelRequest, cache: CacheMode, caps: ModelProfile | None = None
 ) -> dict[str, Any]:
     """``messages.count_tokens`` takes what ``create`` takes, less the reply size (it ignores
     ``compaction``, which is left out)."""

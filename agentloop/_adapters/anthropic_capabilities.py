@@ -1,23 +1,25 @@
 """What a model can do, read once per model from the Models API (``GET /v1/models/{id}`` with
-the compaction beta, so that ``capabilities.compaction`` is filled) and cached; a built-in table
-by model id answers when the lookup fails (offline, a proxy without the Models API, Bedrock).
+the compaction beta, so that ``capabilities.compaction`` is filled) into its
+:class:`~agentloop._core.values.model_profile.ModelProfile` and cached; the shipped table
+(``profile_table``) answers when the lookup fails (offline, a proxy without the Models API,
+Bedrock).
 
 ``anthropic`` is imported inside functions only (see ``anthropic.py``)."""
 
 from __future__ import annotations
 
 import contextlib
-import re
 import threading
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from agentloop._adapters.anthropic_errors import one_line, translated
-from agentloop._adapters.windows import base_model_id, builtin_limits
-from agentloop._core.api_compaction import accepts_system_messages
-from agentloop._core.validation import EFFORT_LEVELS
+from agentloop._core.values.model import ON_DEMAND_COMPACTION_BETA
+from agentloop._core.values.model_profile import THINKING_TYPES, ModelLifecycle, ModelProfile
+from agentloop._core.values.profile_table import builtin_profile, thinks_by_default
+from agentloop._core.values.validation import EFFORT_LEVELS
 from agentloop._errors import ModelError
 
 if TYPE_CHECKING:
@@ -27,6 +29,7 @@ __all__ = [
     "EFFORT_LEVELS",
     "CapabilityCache",
     "ModelCapabilities",
+    "ModelLifecycle",
     "builtin_capabilities",
     "capabilities_from_info",
     "fetch_capabilities",
@@ -34,100 +37,25 @@ __all__ = [
     "is_bedrock",
 ]
 
-ON_DEMAND_BETA = "compact-2026-09-04"
-"""The beta of on-demand compaction (the top-level ``compaction`` param); the Models API fills
-``capabilities.compaction`` only when it is sent."""
-_THINKING_TYPES = ("adaptive", "between_tools", "disabled", "enabled")
 _MODELS_API_RETRIES = 1
 _MODELS_API_TIMEOUT = 15.0
 
-CapabilitySource = Literal["models_api", "builtin"]
+ModelCapabilities = ModelProfile
+"""The older name of :class:`~agentloop._core.values.model_profile.ModelProfile`."""
+builtin_capabilities = builtin_profile
+"""The older name of :func:`~agentloop._core.values.profile_table.builtin_profile`."""
 
 
-@dataclass(frozen=True, slots=True)
-class ModelCapabilities:
-    """What requests to one model may carry.
+def lifecycle_from_info(info: Mapping[str, Any]) -> ModelLifecycle | None:
+    """The lifecycle in a Models API answer; None when it says none (an older server)."""
+    stage = info.get("lifecycle")
+    if not isinstance(stage, str) or not stage:
+        return None
 
-    ``thinking_types``: the ``thinking.type`` values it accepts; ``thinks_by_default``: the
-    5.x models, which think unless told otherwise (the adapter then asks for ``adaptive`` with
-    summarized display); ``effort_levels``: the ``output_config.effort`` values it accepts;
-    ``compaction``: on-demand compaction with ``summarize`` (never True from the table: only
-    the Models API says so); ``mid_conversation_system``: ``role: "system"`` messages are
-    accepted (from a table: the Models API does not say it).
-    """
+    def day(value: object) -> str | None:
+        return value[:10] if isinstance(value, str) and len(value) >= 10 else None
 
-    model: str
-    thinking_types: frozenset[str]
-    thinks_by_default: bool
-    effort_levels: frozenset[str]
-    compaction: bool
-    max_tokens: int | None
-    max_input_tokens: int | None
-    mid_conversation_system: bool
-    source: CapabilitySource
-
-
-# The 5.x families think by default (adaptive); 4.x models only when asked.
-_FIVE = re.compile(
-    r"^claude-(?:sonnet|opus|haiku|fable|mythos)-5(?:-\d+)?$|^claude-mythos-preview$"
-)
-_ADAPTIVE_ONLY = frozenset({"adaptive"})
-_ALL_EFFORT = frozenset(EFFORT_LEVELS)
-_NO_XHIGH = frozenset({"low", "medium", "high", "max"})
-
-# model id -> (thinking types, effort levels); see the notes' section 2 (THK).
-_BUILTIN_THINKING: Mapping[str, tuple[frozenset[str], frozenset[str]]] = {
-    "claude-sonnet-5-5": (frozenset({"adaptive", "between_tools"}), _ALL_EFFORT),
-    "claude-opus-5-5": (_ADAPTIVE_ONLY, _ALL_EFFORT),
-    "claude-fable-5-2": (_ADAPTIVE_ONLY, _ALL_EFFORT),
-    "claude-mythos-5-2": (_ADAPTIVE_ONLY, _ALL_EFFORT),
-    "claude-fable-5-1": (_ADAPTIVE_ONLY, _ALL_EFFORT),
-    "claude-mythos-5-1": (_ADAPTIVE_ONLY, _ALL_EFFORT),
-    "claude-fable-5": (_ADAPTIVE_ONLY, _ALL_EFFORT),
-    "claude-mythos-5": (_ADAPTIVE_ONLY, _ALL_EFFORT),
-    "claude-mythos-preview": (_ADAPTIVE_ONLY, _ALL_EFFORT),
-    "claude-haiku-5-5": (frozenset({"adaptive", "disabled"}), _ALL_EFFORT),
-    "claude-opus-5": (frozenset({"adaptive", "disabled"}), _ALL_EFFORT),
-    "claude-sonnet-5": (frozenset({"adaptive", "disabled"}), _ALL_EFFORT),
-    "claude-opus-4-8": (frozenset({"adaptive", "disabled"}), _ALL_EFFORT),
-    "claude-opus-4-7": (frozenset({"adaptive", "disabled"}), _ALL_EFFORT),
-    "claude-opus-4-6": (frozenset({"adaptive", "enabled", "disabled"}), _NO_XHIGH),
-    "claude-sonnet-4-6": (frozenset({"adaptive", "enabled", "disabled"}), _NO_XHIGH),
-    "claude-opus-4-5": (frozenset({"enabled", "disabled"}), _NO_XHIGH),
-    "claude-sonnet-4-5": (frozenset({"enabled", "disabled"}), frozenset()),
-    "claude-haiku-4-5": (frozenset({"enabled", "disabled"}), frozenset()),
-}
-
-"""Models that accept ``role: "system"`` messages mid-conversation (not Sonnet 5; Fable and
-Mythos 5.2 are not listed by the docs yet)."""
-
-
-def _thinks_by_default(model: str, types: frozenset[str]) -> bool:
-    return "adaptive" in types and (
-        "disabled" not in types or _FIVE.match(base_model_id(model)) is not None
-    )
-
-
-def builtin_capabilities(model: str) -> ModelCapabilities:
-    """The capabilities the table gives ``model`` (by its base id): what is used when the
-    Models API cannot be asked. A model nobody knows thinks only if its id is a 5.x one."""
-    base = base_model_id(model)
-    five = _FIVE.match(base) is not None
-    types, efforts = _BUILTIN_THINKING.get(
-        base, (_ADAPTIVE_ONLY, _ALL_EFFORT) if five else (frozenset(), frozenset())
-    )
-    limits = builtin_limits(model)
-    return ModelCapabilities(
-        model=model,
-        thinking_types=types,
-        thinks_by_default=_thinks_by_default(model, types),
-        effort_levels=efforts,
-        compaction=False,
-        max_tokens=limits.max_output_tokens if limits else None,
-        max_input_tokens=limits.context_window if limits else None,
-        mid_conversation_system=accepts_system_messages(base),
-        source="builtin",
-    )
+    return ModelLifecycle(stage, day(info.get("deprecated_at")), day(info.get("retires_at")))
 
 
 def _supported(value: Any) -> bool:
@@ -138,30 +66,26 @@ def _positive(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
-def capabilities_from_info(model: str, info: Mapping[str, Any]) -> ModelCapabilities:
-    """The Models API's answer (``BetaModelInfo`` as JSON) read into :class:`ModelCapabilities`.
-    What it does not say (an older server without ``capabilities``) comes from the table,
-    except on-demand compaction, which is never assumed."""
-    table = builtin_capabilities(model)
+def capabilities_from_info(model: str, info: Mapping[str, Any]) -> ModelProfile:
+    """The Models API's answer (``BetaModelInfo`` as JSON) read into the model's profile: what
+    it does not say (an older server without ``capabilities``; system messages, prices, which
+    it never says) stays the table's, except on-demand compaction, which is never assumed."""
+    table = builtin_profile(model)
     caps = info.get("capabilities")
-    max_tokens = _positive(info.get("max_tokens")) or table.max_tokens
-    max_input = _positive(info.get("max_input_tokens")) or table.max_input_tokens
+    profile = replace(
+        table,
+        on_demand_compaction=False,
+        max_output_tokens=_positive(info.get("max_tokens")) or table.max_output_tokens,
+        context_window=_positive(info.get("max_input_tokens")) or table.context_window,
+        source="models_api",
+        lifecycle=lifecycle_from_info(info),
+    )
     if not isinstance(caps, Mapping):
-        return ModelCapabilities(
-            model,
-            table.thinking_types,
-            table.thinks_by_default,
-            table.effort_levels,
-            False,
-            max_tokens,
-            max_input,
-            table.mid_conversation_system,
-            "models_api",
-        )
+        return profile
     thinking = caps.get("thinking")
     types_info = thinking.get("types") if isinstance(thinking, Mapping) else None
     if _supported(thinking) and isinstance(types_info, Mapping):
-        types = frozenset(kind for kind in _THINKING_TYPES if _supported(types_info.get(kind)))
+        types = frozenset(kind for kind in THINKING_TYPES if _supported(types_info.get(kind)))
     elif isinstance(thinking, Mapping):
         types = frozenset({"disabled"})  # a model that does not think
     else:
@@ -179,16 +103,12 @@ def capabilities_from_info(model: str, info: Mapping[str, Any]) -> ModelCapabili
         and isinstance(compaction, Mapping)
         and _supported(compaction.get("summarize"))
     )
-    return ModelCapabilities(
-        model=model,
+    return replace(
+        profile,
         thinking_types=types,
-        thinks_by_default=_thinks_by_default(model, types),
+        thinks_by_default=thinks_by_default(types, table.signed_thinking),
         effort_levels=efforts,
-        compaction=on_demand,
-        max_tokens=max_tokens,
-        max_input_tokens=max_input,
-        mid_conversation_system=table.mid_conversation_system,
-        source="models_api",
+        on_demand_compaction=on_demand,
     )
 
 
@@ -226,19 +146,19 @@ def _asking_about(
         raise _lookup_error(model, error, client) from error
 
 
-def fetch_capabilities(model: str, client: anthropic.Anthropic) -> ModelCapabilities:
+def fetch_capabilities(model: str, client: anthropic.Anthropic) -> ModelProfile:
     """Ask the Models API about ``model``; raises a one-line :class:`ModelError` when it
     cannot answer (unknown model, no key, unreachable, Bedrock)."""
     with _asking_about(model, client):
-        info = _lookup_client(client).beta.models.retrieve(model, betas=[ON_DEMAND_BETA])
+        info = _lookup_client(client).beta.models.retrieve(model, betas=[ON_DEMAND_COMPACTION_BETA])
     return capabilities_from_info(model, info.model_dump(mode="json"))
 
 
-async def afetch_capabilities(model: str, client: anthropic.AsyncAnthropic) -> ModelCapabilities:
+async def afetch_capabilities(model: str, client: anthropic.AsyncAnthropic) -> ModelProfile:
     """The async form of :func:`fetch_capabilities`."""
     lookup = client.with_options(max_retries=_MODELS_API_RETRIES, timeout=_MODELS_API_TIMEOUT)
     with _asking_about(model, client):
-        info = await lookup.beta.models.retrieve(model, betas=[ON_DEMAND_BETA])
+        info = await lookup.beta.models.retrieve(model, betas=[ON_DEMAND_COMPACTION_BETA])
     return capabilities_from_info(model, info.model_dump(mode="json"))
 
 
@@ -253,7 +173,7 @@ def _lookup_error(
 
 @dataclass(frozen=True, slots=True)
 class _Known:
-    capabilities: ModelCapabilities
+    capabilities: ModelProfile
     failure: str | None
     """Why the Models API could not answer (the capabilities are then the table's)."""
     status: int | None = None
@@ -273,9 +193,9 @@ class CapabilityCache:
         with self._lock:
             return self._known.get(model)
 
-    def put(self, model: str, fetched: ModelCapabilities | ModelError) -> _Known:
+    def put(self, model: str, fetched: ModelProfile | ModelError) -> _Known:
         if isinstance(fetched, ModelError):
-            known = _Known(builtin_capabilities(model), str(fetched), fetched.status_code)
+            known = _Known(builtin_profile(model), str(fetched), fetched.status_code)
         else:
             known = _Known(fetched, None)
         with self._lock:
@@ -310,4 +230,4 @@ def fetch_model_limits(
                 f"could not ask the Models API about {model}: {one_line(str(error))}"
             ) from error
     caps = fetch_capabilities(model, client)
-    return caps.max_input_tokens, caps.max_tokens
+    return caps.context_window, caps.max_output_tokens

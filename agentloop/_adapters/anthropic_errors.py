@@ -7,7 +7,7 @@ import contextlib
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from agentloop._core.model import ModelRequest, ServerCompactionUnsupported
+from agentloop._core.values.model import ModelRequest, ServerCompactionUnsupported
 from agentloop._errors import (
     CompactionFailed,
     IncompleteReplyError,

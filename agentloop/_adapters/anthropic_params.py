@@ -9,18 +9,23 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from agentloop._adapters.anthropic_capabilities import ON_DEMAND_BETA, ModelCapabilities
-from agentloop._core.blocks import is_compaction
-from agentloop._core.messages import Message, compaction_block, has_compaction
-from agentloop._core.model import ModelRequest, ModelResponse, OnDemandCompaction, Thinking
-from agentloop._errors import CompactionFailed
+from agentloop._core.compaction.api_compaction import response_block
+from agentloop._core.values.blocks import is_compaction
+from agentloop._core.values.messages import Message, compaction_block, has_compaction
+from agentloop._core.values.model import (
+    MAX_COMPACTION_INSTRUCTIONS,
+    ON_DEMAND_COMPACTION_BETA,
+    ModelRequest,
+    ModelResponse,
+    OnDemandCompaction,
+    Thinking,
+)
+from agentloop._core.values.model_profile import ModelProfile
 
 __all__ = [
     "BINDING_BETA",
     "COMPACT_BETA",
     "COMPACT_EDIT",
-    "MAX_COMPACTION_INSTRUCTIONS",
-    "ON_DEMAND_BETA",
     "checked_compaction",
     "compaction_param",
     "needed_betas",
@@ -32,13 +37,11 @@ COMPACT_BETA = "compact-2026-01-12"
 COMPACT_EDIT = "compact_20260112"
 BINDING_BETA = "thinking-binding-controls-2026-08-01"
 """Adds ``thinking.block_binding`` and the response's ``input_transformations``."""
-MAX_COMPACTION_INSTRUCTIONS = 16_384
-"""The most characters ``compaction.instructions`` may hold."""
 # What an on-demand compaction request may not carry (the API refuses each with a 400).
 _REFUSED_WITH_COMPACTION = ("context_management", "stop_sequences")
 
 
-def thinking_params(request: ModelRequest, caps: ModelCapabilities) -> dict[str, Any]:
+def thinking_params(request: ModelRequest, caps: ModelProfile) -> dict[str, Any]:
     """The ``thinking`` and ``output_config`` params for ``request`` on a model with ``caps``
     (empty for a model that does not think and was given no effort it takes).
 
@@ -125,7 +128,7 @@ def needed_betas(request: ModelRequest, params: dict[str, Any]) -> list[str]:
     if request.server_compaction is not None or _threshold_compaction(request.messages):
         betas.append(COMPACT_BETA)
     if request.compaction is not None or _leading_compaction(request.messages):
-        betas.append(ON_DEMAND_BETA)
+        betas.append(ON_DEMAND_COMPACTION_BETA)
     thinking = params.get("thinking")
     if isinstance(thinking, dict) and thinking.get("type") == "adaptive":
         betas.append(BINDING_BETA)
@@ -136,22 +139,5 @@ def checked_compaction(response: ModelResponse) -> ModelResponse:
     """An on-demand compaction's reply, which must hold one ``compaction`` block with a
     summary; otherwise :class:`CompactionFailed` naming the stop reason (the history is kept).
     The spend is in ``iterations`` (the top-level usage is zero)."""
-    block = compaction_block(response.content)
-    if response.stop_reason != "compaction" or block is None or not block.get("content"):
-        reason = response.stop_reason or "none"
-        why = _FAILURE_WHY.get(reason, "it returned no summary")
-        raise CompactionFailed(
-            f"the API's compaction produced no summary (stop reason {reason}: {why})",
-            stop_reason=response.stop_reason,
-        )
+    response_block(response)  # the core's one check of such a reply
     return response
-
-
-_FAILURE_WHY = {
-    "max_tokens": "the summary needed more than max_tokens",
-    "model_context_window_exceeded": "no room left in the context window to summarize",
-    "tool_use": "the summarizer tried to call a tool",
-    "refusal": "the summarizer refused",
-    "end_turn": "it ended without text",
-    "compaction": "the block holds no summary",
-}

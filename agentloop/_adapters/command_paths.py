@@ -13,7 +13,7 @@ import posixpath
 import re
 import shlex
 
-from agentloop._core.tool_facts import FileAction, FileTouched
+from agentloop._core.values.tool_facts import FileAction, FileTouched
 
 __all__ = ["command_paths"]
 

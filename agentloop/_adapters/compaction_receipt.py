@@ -1,5 +1,5 @@
 """The receipt of the compaction that made a stored session: what of the span it replaced the
-session's context does not hold (``agentloop._core.receipt``), read from the store."""
+session's context does not hold (``agentloop._core.facts.receipt``), read from the store."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from collections.abc import Sequence
 
 from agentloop._adapters.records import from_record
 from agentloop._adapters.tool_recognizers import default_tool_facts
-from agentloop._core.messages import Message
-from agentloop._core.receipt import Receipt, receipt
-from agentloop._core.tool_facts import ToolFacts
+from agentloop._core.facts.receipt import Receipt, receipt
+from agentloop._core.values.messages import Message
+from agentloop._core.values.tool_facts import ToolFacts
 from agentloop._sessions import SessionStore
 
 __all__ = ["replaced_span", "session_receipt"]

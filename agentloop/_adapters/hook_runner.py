@@ -8,7 +8,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 
-from agentloop._core.preserved_state import HookOutput, PreservedStateHook
+from agentloop._core.facts.preserved_state import HookOutput, PreservedStateHook
 
 
 def run_hooks(hooks: Sequence[PreservedStateHook]) -> HookOutput:

@@ -16,7 +16,13 @@ import shlex
 from collections.abc import Mapping
 from typing import Any
 
-from agentloop._core.tool_facts import CommandRan, FileAction, FileTouched, ToolCall, ToolFact
+from agentloop._core.values.tool_facts import (
+    CommandRan,
+    FileAction,
+    FileTouched,
+    ToolCall,
+    ToolFact,
+)
 
 __all__ = ["mcp_filesystem", "mcp_git", "mcp_tool"]
 

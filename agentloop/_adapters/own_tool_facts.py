@@ -10,7 +10,7 @@ import re
 from collections.abc import Mapping
 
 from agentloop._adapters.command_output import error_lines, tests_reported
-from agentloop._core.tool_facts import (
+from agentloop._core.values.tool_facts import (
     CommandRan,
     FileTouched,
     Recognizer,

@@ -5,10 +5,11 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from agentloop._core.effects import AppendMessages, CreateSession, SaveTransition
-from agentloop._core.figures import TOKEN_SOURCES
-from agentloop._core.messages import Message, MessageParam, SummaryInfo, Usage
-from agentloop._core.results import SUMMARY_USAGE, child_metadata
+from agentloop._core.compaction.effects import AppendMessages, CreateSession, SaveTransition
+from agentloop._core.compaction.results import SUMMARY_USAGE, child_metadata
+from agentloop._core.measuring.figures import TOKEN_SOURCES
+from agentloop._core.values.carried import Carried
+from agentloop._core.values.messages import Message, MessageParam, SummaryInfo, Usage
 from agentloop._sessions import Lease, NewMessage, SessionStore, StoredMessage
 
 COUNTED = "counted"
@@ -16,6 +17,9 @@ COUNTED = "counted"
 USAGE_ESTIMATED = "usage_estimated"
 """The message metadata key that marks its usage as a model's local estimate, not the API's
 count (``Usage.estimated``): the stored usage keeps the API's shape, the mark says what it is."""
+CARRIED = "carried"
+"""The message metadata key of what a carried message's text renders (``Message.carried``), so
+that reading the message back reads no text of agentloop's."""
 ROLE = "role"
 """The message metadata key that marks a mid-conversation system message: the store takes the
 roles of user and assistant turns, so one is kept as a ``user`` record marked ``system``."""
@@ -60,6 +64,8 @@ def to_record(message: Message) -> NewMessage:
         metadata["pinned"] = True
     if message.summary is not None:
         metadata["summary"] = _summary_to_dict(message.summary)
+    if message.carried is not None:  # the parts its text renders, kept beside it
+        metadata[CARRIED] = message.carried.to_dict()
     if message.counted is not None:
         metadata[COUNTED] = message.counted
     if message.usage is not None and message.usage.estimated:
@@ -97,6 +103,7 @@ def from_record(record: StoredMessage) -> Message:
         usage=usage,
         counted=_positive(record.metadata.get(COUNTED)),
         summary=None if summary is None else _summary_from_dict(summary),
+        carried=Carried.from_dict(record.metadata.get(CARRIED)),
     )
 
 

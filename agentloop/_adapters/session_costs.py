@@ -15,9 +15,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from agentloop._adapters.records import USAGE_ESTIMATED
-from agentloop._core.messages import Usage
-from agentloop._core.pricing import NO_BILL, Bill, Price, bill
-from agentloop._core.results import SUMMARY_USAGE
+from agentloop._core.compaction.results import SUMMARY_USAGE
+from agentloop._core.measuring.pricing import NO_BILL, Bill, Price, bill
+from agentloop._core.values.messages import Usage
 from agentloop._sessions import Session, SessionStore
 
 

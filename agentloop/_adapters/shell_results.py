@@ -31,7 +31,7 @@ from collections.abc import Callable
 from typing import Any
 
 from agentloop._adapters.command_output import error_lines, tests_reported
-from agentloop._core.tool_facts import CommandRan, exited
+from agentloop._core.values.tool_facts import CommandRan, exited
 
 __all__ = [
     "ALL_SHAPES",

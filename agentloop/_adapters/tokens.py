@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from agentloop._adapters.media import IMAGE_FALLBACK_TOKENS, image_block_tokens, pdf_block_tokens
-from agentloop._core.blocks import Block, BlockRenderer, is_text, source_kind
-from agentloop._core.messages import Message
+from agentloop._core.values.blocks import Block, BlockRenderer, is_text, source_kind
+from agentloop._core.values.messages import Message
 from agentloop._errors import AgentloopError
 
 if TYPE_CHECKING:

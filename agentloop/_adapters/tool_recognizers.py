@@ -23,7 +23,7 @@ from agentloop._adapters.command_paths import command_paths
 from agentloop._adapters.mcp_facts import mcp_filesystem, mcp_git, mcp_tool
 from agentloop._adapters.own_tool_facts import OWN_TOOLS
 from agentloop._adapters.patch_paths import BEGIN, patch_facts, patch_in_command
-from agentloop._core.tool_facts import (
+from agentloop._core.values.tool_facts import (
     FileAction,
     FileTouched,
     Recognizer,

@@ -10,7 +10,7 @@ from agentloop._adapters.records import (
     from_record,
     to_record,
 )
-from agentloop._core.cut_and_prune import unbound_thinking
+from agentloop._core.cutting.cut_and_prune import unbound_thinking
 from agentloop._errors import AgentloopError
 from agentloop._sessions import NewMessage, SessionStore
 

@@ -1,11 +1,12 @@
 """Context window and output limits of Claude models.
 
 Resolution order: an explicit override, the on-disk cache of earlier Models API answers, the
-Models API itself (through a ``fetch`` callable, so this module does not import ``anthropic``), a
-built-in table of current models, and finally a conservative default. A model that only reaches
-the default carries a one-line ``warning`` on its :class:`ModelLimits` for the caller to show
-(returned rather than emitted with ``warnings.warn``, so it is shown every time it matters and
-never swallowed by a warnings filter).
+Models API itself (through a ``fetch`` callable, so this module does not import ``anthropic``),
+the model's profile in the shipped table (``profile_table``), and finally a conservative
+default. A model that only reaches the default carries a one-line ``warning`` on its
+:class:`ModelLimits` for the caller to show (returned rather than emitted with
+``warnings.warn``, so it is shown every time it matters and never swallowed by a warnings
+filter).
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
 import tempfile
 import threading
 from collections.abc import Callable, Mapping
@@ -22,7 +22,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal, TypeAlias
 
-from agentloop._core.validation import DEFAULT_MAX_TOKENS, positive_int, validate_window
+from agentloop._core.values.profile_table import BUILTIN_WINDOWS, base_model_id, builtin_profile
+from agentloop._core.values.validation import DEFAULT_MAX_TOKENS, positive_int, validate_window
 from agentloop._errors import ConfigurationError
 
 LimitsSource: TypeAlias = Literal[
@@ -49,51 +50,17 @@ class ModelLimits:
     """A one-line message for the user when the limits are a guess (unknown model)."""
 
 
-_1M_128K = (1_000_000, 128_000)
-_1M_64K = (1_000_000, 64_000)
-_200K_64K = (200_000, 64_000)
-
-BUILTIN_LIMITS: Mapping[str, tuple[int, int]] = {
-    "claude-fable-5-2": _1M_128K,
-    "claude-fable-5-1": _1M_128K,
-    "claude-fable-5": _1M_128K,
-    "claude-mythos-5-2": _1M_128K,
-    "claude-mythos-5-1": _1M_128K,
-    "claude-mythos-5": _1M_128K,
-    "claude-mythos-preview": _1M_128K,
-    "claude-opus-5-5": _1M_128K,
-    "claude-opus-5": _1M_128K,
-    "claude-sonnet-5-5": _1M_128K,
-    "claude-sonnet-5": _1M_128K,
-    "claude-opus-4-8": _1M_128K,
-    "claude-opus-4-7": _1M_128K,
-    "claude-opus-4-6": _1M_128K,
-    "claude-sonnet-4-6": _1M_64K,
-    # Not confirmed: the conservative figures of the previous Haiku.
-    "claude-haiku-5-5": _200K_64K,
-    "claude-haiku-4-5": _200K_64K,
-    "claude-sonnet-4-5": _200K_64K,
-    "claude-opus-4-5": _200K_64K,
-}
-"""``model id -> (context window, max output tokens)`` for current Claude models."""
-
-# A dated snapshot id: "claude-sonnet-4-5-20250929" (API/Bedrock style) or "...@20250929" (Vertex).
-_DATED = re.compile(r"^(?P<base>.+?)[-@]\d{8}$")
-
-
-def base_model_id(model: str) -> str:
-    """``model`` without a trailing snapshot date (``claude-sonnet-4-5-20250929`` ->
-    ``claude-sonnet-4-5``); unchanged when it has none."""
-    match = _DATED.match(model)
-    return match.group("base") if match else model
+BUILTIN_LIMITS: Mapping[str, tuple[int, int]] = BUILTIN_WINDOWS
+"""``model id -> (context window, max output tokens)`` for current Claude models (the
+profile table's)."""
 
 
 def builtin_limits(model: str) -> ModelLimits | None:
-    """Limits from the built-in table, matching dated ids by their base id."""
-    entry = BUILTIN_LIMITS.get(model) or BUILTIN_LIMITS.get(base_model_id(model))
-    if entry is None:
+    """Limits from the model's profile in the shipped table (dated ids by their base id)."""
+    profile = builtin_profile(model)
+    if profile.context_window is None or profile.max_output_tokens is None:
         return None
-    return ModelLimits(entry[0], entry[1], "builtin")
+    return ModelLimits(profile.context_window, profile.max_output_tokens, "builtin")
 
 
 def default_limits(model: str) -> ModelLimits:

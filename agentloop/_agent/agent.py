@@ -31,15 +31,21 @@ from agentloop._agent.session_prefix import (
     update_text,
 )
 from agentloop._agent.workspace import Workspace
-from agentloop._core.blocks import is_text, text_block
+from agentloop._core.compaction.results import (
+    CompactionOutcome,
+    CompactionPlan,
+    CompactionTransition,
+)
 from agentloop._core.compaction_core import CompactionSettings
-from agentloop._core.context import CompactionDecision
-from agentloop._core.messages import ContentBlock, Message
-from agentloop._core.model import AsyncModel, Model
-from agentloop._core.results import CompactionOutcome, CompactionPlan, CompactionTransition
-from agentloop._core.tool import ToolResult
-from agentloop._core.tool_facts import ToolCall
-from agentloop._core.validation import DEFAULT_MAX_TOKENS
+from agentloop._core.measuring.context import CompactionDecision
+from agentloop._core.values.blocks import is_text, text_block
+from agentloop._core.values.carried import Carried
+from agentloop._core.values.messages import ContentBlock, Message
+from agentloop._core.values.model import AsyncModel, Model
+from agentloop._core.values.profile_table import profile_of
+from agentloop._core.values.tool import ToolResult
+from agentloop._core.values.tool_facts import ToolCall
+from agentloop._core.values.validation import DEFAULT_MAX_TOKENS
 from agentloop._errors import StoreWriteError
 from agentloop._loop.agent_loop import AgentLoop, LoopEvents, TurnResult
 from agentloop._loop.conversation_compacter import ConversationCompacter
@@ -50,8 +56,8 @@ from agentloop._sessions import Lease, SessionError, SessionStore, workspace_key
 if TYPE_CHECKING:
     from agentloop._adapters.session_costs import CostReport
     from agentloop._agent.mcp_tools import McpServers
-    from agentloop._core.pricing import Price
-    from agentloop._core.receipt import Receipt
+    from agentloop._core.facts.receipt import Receipt
+    from agentloop._core.measuring.pricing import Price
     from agentloop._loop.compaction_draft import CompactionDraft
 
 SYSTEM_PROMPT = """\
@@ -84,16 +90,20 @@ DEFAULT_INSTRUCTIONS_FRACTION = 0.10
 CARRIED_KEY = "carried_later"
 """The session metadata key of what the newest compaction carries and has not placed yet (the
 text blocks of its system message), so an exit before the next message loses none of it."""
+CARRIED_PARTS_KEY = "carried_later_parts"
+"""Beside it, the parts that text renders (``Carried.to_dict``): read back without its text."""
 
 
-def _carried_from_metadata(value: object) -> Message | None:
-    """The waiting carried message kept under :data:`CARRIED_KEY` (None: none, or not text)."""
+def _carried_from_metadata(value: object, parts: object = None) -> Message | None:
+    """The waiting carried message kept under :data:`CARRIED_KEY` (None: none, or not text),
+    with its parts (:data:`CARRIED_PARTS_KEY`) when they were kept."""
     if not isinstance(value, list) or not value:
         return None
     texts = [b.get("text") for b in value if isinstance(b, dict) and is_text(b)]
     if len(texts) != len(value) or not all(isinstance(t, str) and t for t in texts):
         return None
-    return Message.system(tuple(dict(text_block(str(t))) for t in texts))
+    blocks = tuple(dict(text_block(str(t))) for t in texts)
+    return Message("system", blocks, carried=Carried.from_dict(parts))
 
 
 def system_prompt(workspace: Path, instructions: str = "") -> str:
@@ -189,7 +199,7 @@ class CodingAgent:
                 self.recent_files = RecentFiles.from_dict(saved["recent_files"], space)
             if isinstance(saved.get("restored_files"), dict):
                 self.restored = RestoreReport.from_dict(saved["restored_files"])
-            waiting = _carried_from_metadata(saved.get(CARRIED_KEY))
+            waiting = _carried_from_metadata(saved.get(CARRIED_KEY), saved.get(CARRIED_PARTS_KEY))
         if restore_budget_tokens is None:
             restore_budget_tokens = int(context_window * DEFAULT_RESTORE_FRACTION)
         self.restorer = FileRestorer(
@@ -201,7 +211,7 @@ class CodingAgent:
             exclude=self._instruction_paths,
         )
         # The todo list and the tool calls reach the compacted context through the ledger
-        # (``_core/ledger.py``, derived from the history); the files' contents through the hook.
+        # (``facts/ledger.py``, derived from the history); the files' contents through the hook.
         hooks = [self.restorer.hook()]
         reply_tokens = min(max_tokens, max_output_tokens)
         self.compacter = ConversationCompacter(
@@ -216,7 +226,7 @@ class CodingAgent:
         )
         # What a compaction before the last exit carried and could not place yet (its child
         # ended with a reply): it goes with the next message, as it would have.
-        self.compacter.later = waiting
+        self.compacter.next_turn.hold(waiting)
         if instructions_budget_tokens is None:
             instructions_budget_tokens = int(context_window * DEFAULT_INSTRUCTIONS_FRACTION)
         self._space = space
@@ -256,7 +266,7 @@ class CodingAgent:
             self.loop.send_shortened(shortened_results(messages, mcp.max_tokens))
         self.loop.lease = lease
         self.loop.lease_owner = lease_owner
-        if resume_id is not None:  # drop_block, once a session needed it, stays on (issue 27)
+        if resume_id is not None:  # drop_block, once a session needed it, stays on
             self.loop.thinking = SessionThinking.from_metadata(saved)
         if stored is not None:
             # The session's own tools as first sent: one agentloop no longer has is answered
@@ -405,7 +415,8 @@ class CodingAgent:
         notice = self._announce(rendered)  # a change found on resume was told then
         if notice is not None:
             self.loop.events.on_warning(notice)
-        return update_messages(update_text(rendered), model=self.loop.model_name)
+        profile = profile_of(self.loop.model, self.loop.model_name)
+        return update_messages(update_text(rendered), system_messages=profile.system_messages)
 
     def _instruction_paths(self) -> list[str]:
         return [f.label for f in self.instructions.files if f.scope == "project"]
@@ -417,7 +428,7 @@ class CodingAgent:
             return None
         from agentloop._adapters.compaction_receipt import session_receipt
 
-        later = self.compacter.later  # carried with the next message: in the context by then
+        later = self.compacter.next_turn.peek()  # placed with the next message: in context then
         context = [*self.loop.messages, *([] if later is None else [later])]
         try:
             return session_receipt(self.store, self.session_id, context, self.compacter.tool_facts)
@@ -495,7 +506,7 @@ class CodingAgent:
         self.loop.flush()
         branch, kept = undo_branch(self.store, self.session_id)
         self.loop.switch(branch, [from_record(r) for r in self.store.get_messages(branch)])
-        self.compacter.later = None  # what the undone compaction carried: its summary is gone
+        self.compacter.next_turn.drop()  # what the undone compaction carried: its summary is gone
         self.save_state()
         decision = self.loop.context()
         if decision is not None:  # past the trigger: not compacted again at the next message
@@ -556,8 +567,10 @@ class CodingAgent:
         }
         if self.restored is not None:
             metadata["restored_files"] = self.restored.to_dict()
-        later = self.compacter.later
+        later = self.compacter.next_turn.peek()
         metadata[CARRIED_KEY] = None if later is None else list(later.content)  # None: removed
+        parts = None if later is None else later.carried
+        metadata[CARRIED_PARTS_KEY] = None if parts is None else parts.to_dict()
         if calibration is not None:
             metadata["calibration"] = calibration.to_dict()
         self.store.update_session(self.loop.session_id, metadata=metadata)

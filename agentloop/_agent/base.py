@@ -12,8 +12,8 @@ from typing import IO, Any
 
 from agentloop._agent.secrets import redact
 from agentloop._agent.workspace import WorkspaceError, display_path
-from agentloop._core.tool import ToolResult
-from agentloop._core.tool_facts import ToolCall, ToolFact
+from agentloop._core.values.tool import ToolResult
+from agentloop._core.values.tool_facts import ToolCall, ToolFact
 from agentloop._errors import AgentloopError
 
 __all__ = [

@@ -11,8 +11,8 @@ from __future__ import annotations
 import difflib
 
 from agentloop._agent.secrets import redact
-from agentloop._core.figures import plural
-from agentloop._core.tool import ToolResult
+from agentloop._core.measuring.figures import plural
+from agentloop._core.values.tool import ToolResult
 
 __all__ = ["FileChange", "compact_diff"]
 

@@ -37,10 +37,10 @@ from agentloop._agent.base import (
 from agentloop._agent.file_diff import DIFF_MAX_CHARS, FileChange, compact_diff
 from agentloop._agent.secrets import redact
 from agentloop._agent.workspace import Workspace
-from agentloop._core.blocks import is_text, is_tool_result, tool_result_text
-from agentloop._core.messages import Message
-from agentloop._core.tool import ToolResult
-from agentloop._core.tool_facts import ToolCall, ToolFact
+from agentloop._core.values.blocks import is_text, is_tool_result, tool_result_text
+from agentloop._core.values.messages import Message
+from agentloop._core.values.tool import ToolResult
+from agentloop._core.values.tool_facts import ToolCall, ToolFact
 
 _NONBLOCK = getattr(os, "O_NONBLOCK", 0)  # so opening a FIFO never waits for its other end
 

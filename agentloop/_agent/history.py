@@ -10,7 +10,7 @@ from typing import Any
 
 from agentloop._agent.base import ToolStateError
 from agentloop._agent.workspace import display_path
-from agentloop._core.figures import plural
+from agentloop._core.measuring.figures import plural
 
 __all__ = ["ToolCallRecord", "ToolHistory"]
 

@@ -25,7 +25,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from agentloop._core.tool import ToolResult
+from agentloop._core.values.tool import ToolResult
 
 __all__ = ["SEARCH_MAX_TIMEOUT", "SEARCH_TIMEOUT", "run_limited", "serve"]
 

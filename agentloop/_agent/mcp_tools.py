@@ -26,10 +26,10 @@ from agentloop._agent.mcp_config import (
 from agentloop._agent.mcp_config import max_result_tokens as max_tokens_setting
 from agentloop._agent.mcp_hub import McpCallError, McpHub, ServerState
 from agentloop._agent.secrets import redact
-from agentloop._core.blocks import is_text, is_tool_result, is_tool_use
-from agentloop._core.messages import Message
-from agentloop._core.shorten import shorten
-from agentloop._core.tool import Tool, ToolResult
+from agentloop._core.values.blocks import is_text, is_tool_result, is_tool_use
+from agentloop._core.values.messages import Message
+from agentloop._core.values.shorten import shorten
+from agentloop._core.values.tool import Tool, ToolResult
 from agentloop._errors import ConfigurationError
 
 __all__ = [

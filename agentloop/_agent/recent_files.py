@@ -26,8 +26,8 @@ from agentloop._agent.base import ToolStateError
 from agentloop._agent.files import read_all
 from agentloop._agent.secrets import redact
 from agentloop._agent.workspace import Workspace, WorkspaceError, display_path
-from agentloop._core.preserved_state import PreservedStateHook
-from agentloop._core.tool_facts import FileTouched, ToolFact
+from agentloop._core.facts.preserved_state import PreservedStateHook
+from agentloop._core.values.tool_facts import FileTouched, ToolFact
 
 __all__ = [
     "DEFAULT_RESTORE_FILES",

@@ -8,7 +8,7 @@ from typing import Any
 from agentloop._agent.limited import serve
 from agentloop._agent.search_tools import GrepTool, ListFilesTool
 from agentloop._agent.workspace import Workspace
-from agentloop._core.tool import ToolResult
+from agentloop._core.values.tool import ToolResult
 
 
 def search(tool: str, root: str, tool_input: dict[str, Any]) -> ToolResult:

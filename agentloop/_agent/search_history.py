@@ -17,7 +17,7 @@ from typing import Any
 
 from agentloop._agent.base import CodingTool, InputError, optional_int, required_str
 from agentloop._agent.secrets import redact
-from agentloop._core.tool import Tool, ToolResult
+from agentloop._core.values.tool import Tool, ToolResult
 from agentloop._sessions import SearchHit, SearchQueryError, SessionNotFoundError, SessionStore
 
 __all__ = ["SearchHistoryTool", "search_history_tool"]

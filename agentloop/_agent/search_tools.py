@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import abc
 import os
 import re
 import stat
@@ -25,7 +26,7 @@ from agentloop._agent.ignore_files import DirectoryRules, rules_for
 from agentloop._agent.limited import SEARCH_MAX_TIMEOUT, SEARCH_TIMEOUT, run_limited, time_limit
 from agentloop._agent.secrets import redact
 from agentloop._agent.workspace import Workspace, WorkspaceError
-from agentloop._core.tool import ToolResult
+from agentloop._core.values.tool import ToolResult
 
 __all__ = ["GrepTool", "ListFilesTool"]
 
@@ -215,8 +216,9 @@ class _LimitedSearch(CodingTool):
         root = self._workspace.root
         return run_limited(self.name, root, tool_input, timeout, lambda: self._search(tool_input))
 
+    @abc.abstractmethod
     def _search(self, tool_input: Mapping[str, Any]) -> ToolResult:
-        raise NotImplementedError
+        """The search itself, in whichever process runs it (each tool its own)."""
 
 
 class ListFilesTool(_LimitedSearch):

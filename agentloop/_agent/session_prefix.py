@@ -16,9 +16,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from agentloop._core.api_compaction import accepts_system_messages
-from agentloop._core.blocks import is_text
-from agentloop._core.messages import Message
+from agentloop._core.values.blocks import is_text
+from agentloop._core.values.messages import Message
 
 __all__ = [
     "PREFIX_KEY",
@@ -135,10 +134,13 @@ def instructions_notice(before: str, after: str, *, where: str) -> str:
     return "; ".join(parts) or "The instruction files changed since this session started"
 
 
-def update_messages(text: str, *, model: str) -> tuple[list[dict[str, Any]], list[Message]]:
+def update_messages(
+    text: str, *, system_messages: bool
+) -> tuple[list[dict[str, Any]], list[Message]]:
     """Where an update goes with the next user message: (text blocks to add to that message,
-    messages to append right after it)."""
+    messages to append right after it: a system message where the model's profile reads
+    them, ``system_messages``)."""
     block = {"type": "text", "text": text}
-    if accepts_system_messages(model):
+    if system_messages:
         return [], [Message.system([block])]
     return [block], []

@@ -25,8 +25,8 @@ from agentloop._agent.base import CodingTool, InputError, required_str
 from agentloop._agent.reaper import GroupWatch
 from agentloop._agent.secrets import REDACT_MARGIN, redact, scrubbed_environment
 from agentloop._agent.workspace import Workspace
-from agentloop._core.tool import ToolResult
-from agentloop._core.tool_facts import ToolCall, ToolFact
+from agentloop._core.values.tool import ToolResult
+from agentloop._core.values.tool_facts import ToolCall, ToolFact
 
 __all__ = ["Approve", "RunCommandTool", "always_allow", "never_allow"]
 

@@ -9,8 +9,8 @@ from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from agentloop._adapters.own_tool_facts import todo_write_facts
 from agentloop._agent.base import CodingTool, InputError, ToolStateError
-from agentloop._core.tool import ToolResult
-from agentloop._core.tool_facts import ToolCall, ToolFact
+from agentloop._core.values.tool import ToolResult
+from agentloop._core.values.tool_facts import ToolCall, ToolFact
 
 __all__ = ["TodoItem", "TodoList", "TodoStatus", "TodoWriteTool", "ToolStateError"]
 

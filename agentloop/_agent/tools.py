@@ -29,7 +29,7 @@ from agentloop._agent.shell import (
 )
 from agentloop._agent.todos import TodoItem, TodoList, TodoWriteTool
 from agentloop._agent.workspace import Workspace, WorkspaceError
-from agentloop._core.tool import Tool
+from agentloop._core.values.tool import Tool
 
 __all__ = [
     "Approve",

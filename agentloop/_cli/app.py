@@ -17,10 +17,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from agentloop._core.validation import DEFAULT_MODEL, DEFAULT_THRESHOLD
+from agentloop._core.values.validation import DEFAULT_MODEL, DEFAULT_THRESHOLD
 from agentloop._errors import AgentloopError, ConfigurationError
 
 if TYPE_CHECKING:
+    from agentloop._adapters.anthropic_capabilities import ModelLifecycle
     from agentloop._adapters.windows import Fetch, ModelLimits
     from agentloop._agent.agent import CodingAgent
     from agentloop._agent.mcp_tools import McpServers
@@ -29,8 +30,8 @@ if TYPE_CHECKING:
     from agentloop._cli.store_access import SessionLeaseKeeper
     from agentloop._cli.terminal import TerminalInput
     from agentloop._cli.ui import TerminalUI
-    from agentloop._core.model import AsyncModel, Model
-    from agentloop._core.settings import StrategyName
+    from agentloop._core.values.model import AsyncModel, Model
+    from agentloop._core.values.settings import StrategyName
     from agentloop._sessions import SessionStore
 
 
@@ -121,7 +122,9 @@ def run_agent(options: AgentOptions, *, stdin: TextIO | None = None) -> int:
     def fetch(name: str) -> tuple[int | None, int | None]:
         return model.fetch_limits(name)  # the model's one Models API lookup, shared
 
-    return run_session(options, model, fetch=fetch, stdin=stdin, ui=ui)
+    return run_session(
+        options, model, fetch=fetch, stdin=stdin, ui=ui, lifecycle=model.known_lifecycle
+    )
 
 
 STREAM_TIMEOUT_ENV = "AGENTLOOP_STREAM_TIMEOUT"
@@ -164,10 +167,12 @@ def run_session(
     fetch: Fetch | None,
     stdin: TextIO,
     ui: TerminalUI | None = None,
+    lifecycle: Callable[[str], ModelLifecycle | None] | None = None,
 ) -> int:
     """Run the coding agent with ``model`` in the session store; the exit code.
 
-    ``fetch`` asks the Models API for a model's limits (None: never ask). Store errors (a
+    ``fetch`` asks the Models API for a model's limits (None: never ask); ``lifecycle`` says
+    what it answered about a model's life, once asked (deprecated, retired). Store errors (a
     damaged file, an unknown ``resume`` id, a session in use) become one-line
     :class:`AgentloopError`\\ s.
     """
@@ -180,9 +185,8 @@ def run_session(
         raise AgentloopError(str(error)) from None
     lease = SessionLeaseKeeper(store)
     try:
-        return _run(
-            options, model, fetch, store, lease, stdin=stdin, ui=ui or make_ui(options, stdin)
-        )
+        ui = ui or make_ui(options, stdin)
+        return _run(options, model, fetch, store, lease, stdin=stdin, ui=ui, lifecycle=lifecycle)
     except SessionError as error:  # an unknown or malformed --resume id, a busy store...
         raise AgentloopError(str(error)) from None
     finally:
@@ -219,6 +223,7 @@ def _run(
     *,
     stdin: TextIO,
     ui: TerminalUI,
+    lifecycle: Callable[[str], ModelLifecycle | None] | None = None,
 ) -> int:
     from agentloop._adapters.windows import ContextWindowResolver
     from agentloop._cli.resume import orientation, resolve_start
@@ -250,18 +255,27 @@ def _run(
     resolver = ContextWindowResolver(
         fetch=fetch, cache_path=default_store_path().parent / "models.json"
     )
-    from agentloop._cli.model_check import deprecation, unknown_model, window_above_model
+    from agentloop._cli.model_check import (
+        DeprecationNotices,
+        retired,
+        unknown_model,
+        window_above_model,
+    )
     from agentloop._cli.ui import shown
 
     warnings: list[str] = []
     own = resolver.resolve(options.model_name)  # the model's own limits, whatever the override
+    unknown = None
     if fetch is not None and own.source not in ("cache", "models_api"):
         unknown = unknown_model(fetch, options.model_name)  # the lookup the resolver made
-        if unknown is not None and not options.model_given and ran_on == options.model_name:
+    if unknown is None and lifecycle is not None:  # known when the resolver asked the API
+        unknown = retired(options.model_name, lifecycle(options.model_name))
+    if unknown is not None:
+        if not options.model_given and ran_on == options.model_name:
             warnings.append(f"{unknown}: the session ran on it; continuing on {DEFAULT_MODEL}")
             options = replace(options, model_name=DEFAULT_MODEL)
             own = resolver.resolve(options.model_name)
-        elif unknown is not None:
+        else:
             raise ConfigurationError(f"{unknown}: choose another with -m (default {DEFAULT_MODEL})")
     window = options.context_window
     if window is None and start.session_id is not None:
@@ -281,7 +295,8 @@ def _run(
     limits = own if window is None else resolver.resolve(options.model_name, window)
     if window is not None and options.context_window is None:
         limits = replace(limits, source="session")
-    warnings += [w for w in (limits.warning, deprecation(options.model_name)) if w]
+    notices = DeprecationNotices(lifecycle)
+    warnings += [w for w in (limits.warning, notices.line(options.model_name)) if w]
     for warning in warnings:
         print(shown(f"agentloop: warning: {warning}", sys.stderr), file=sys.stderr)
     from agentloop._cli.mcp_setup import resumed_notice, start_mcp
@@ -316,6 +331,13 @@ def _run(
         if agent.instructions_notice is not None:
             print(shown(agent.instructions_notice, sys.stderr), file=sys.stderr)
 
+    def after_command() -> None:
+        """After a turn or a command: the session's choices kept, and the model's deprecation
+        said once the Models API has answered (the first request on a model asks it)."""
+        choices.sync()
+        if (line := notices.line(agent.model_name)) is not None:
+            print(shown(f"agentloop: warning: {line}", sys.stderr), file=sys.stderr)
+
     def kept() -> bool:
         """A new session whose model never answered is not kept (nothing worth resuming)."""
         return agent.saved and (start.session_id is not None or ui.replies > 0)
@@ -326,8 +348,9 @@ def _run(
 
             assert first is not None
             code = run_print(agent, ui, first, output_format=options.output_format, kept=kept)
+            after_command()
         else:
-            code = _interactive(options, agent, ui, stdin, first, kept, lease, choices.sync)
+            code = _interactive(options, agent, ui, stdin, first, kept, lease, after_command)
     finally:
         agent.close()  # nothing left running in the background (what it prepared: counted)
         if mcp is not None:
@@ -357,7 +380,7 @@ def _build_agent(
     from agentloop._agent.agent import CodingAgent
     from agentloop._agent.shell import always_allow, never_allow
     from agentloop._core.compaction_core import CompactionSettings
-    from agentloop._core.context import reply_reserve
+    from agentloop._core.measuring.context import reply_reserve
 
     if options.yes:
         approve: Callable[[str], bool] = always_allow

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol, TextIO
 
-from agentloop._core.figures import plural, token_figure
+from agentloop._core.measuring.figures import plural, token_figure
 
 if TYPE_CHECKING:
     from agentloop._agent.agent import CodingAgent

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Literal, TextIO
 
 from agentloop._cli import markup, render
-from agentloop._core.figures import plural
+from agentloop._core.measuring.figures import plural
 
 if TYPE_CHECKING:
     from agentloop._sessions import CompactionEntry, Session, SessionStore, StoredMessage

@@ -7,11 +7,11 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from agentloop._core.figures import plural
+from agentloop._core.measuring.figures import plural
 
 if TYPE_CHECKING:
     from agentloop._adapters.session_costs import CostReport
-    from agentloop._core.pricing import Price
+    from agentloop._core.measuring.pricing import Price
 
 PRICES_VARIABLE = "AGENTLOOP_PRICES"
 
@@ -21,7 +21,7 @@ def configured_prices() -> dict[str, Price] | None:
     text = os.environ.get(PRICES_VARIABLE, "").strip()
     if not text:
         return None
-    from agentloop._core.pricing import parse_prices
+    from agentloop._core.measuring.pricing import parse_prices
 
     return parse_prices(text)
 

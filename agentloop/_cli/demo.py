@@ -19,7 +19,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from agentloop._core.validation import DEFAULT_MODEL
+from agentloop._core.values.validation import DEFAULT_MODEL
 from agentloop.testing import Reply, ScriptedModel, text_reply, tool_call, tool_reply
 
 # The system prompt and tool definitions alone take about 2,000 tokens: at 4,800 the scripted

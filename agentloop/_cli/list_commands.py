@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Protocol, TextIO
 
 from agentloop._cli import render
 from agentloop._cli.render import Column
-from agentloop._core.figures import plural
+from agentloop._core.measuring.figures import plural
 
 if TYPE_CHECKING:
     from agentloop._sessions import Session, SessionStore

@@ -18,7 +18,7 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from agentloop._core.validation import (
+from agentloop._core.values.validation import (
     DEFAULT_MODEL,
     DEFAULT_THRESHOLD,
     EFFORT_LEVELS,

@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING, Any
 
 from agentloop._adapters.records import USAGE_ESTIMATED
 from agentloop._cli.render import when
-from agentloop._core.blocks import BlockRenderer, media_description, tool_result_text
-from agentloop._core.figures import token_figure
-from agentloop._core.messages import Usage
+from agentloop._core.measuring.figures import token_figure
+from agentloop._core.values.blocks import BlockRenderer, media_description, tool_result_text
+from agentloop._core.values.messages import Usage
 
 if TYPE_CHECKING:
     from agentloop._sessions import StoredMessage

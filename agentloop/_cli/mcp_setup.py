@@ -104,7 +104,7 @@ def resumed_notice(agent: CodingAgent) -> str | None:
     session keeps its own (the tool set stays byte-stable); None when they do not differ."""
     if agent.mcp is None:
         return None
-    from agentloop._core.tool import tool_definition
+    from agentloop._core.values.tool import tool_definition
 
     now = {t.name: tool_definition(t) for t in agent.mcp.tools}
     then = {

@@ -18,9 +18,9 @@ from agentloop._errors import AgentloopError
 
 if TYPE_CHECKING:
     from agentloop._agent.agent import CodingAgent
-    from agentloop._core.model import ModelResponse
-    from agentloop._core.results import CompactionTransition
-    from agentloop._core.tool import ToolResult
+    from agentloop._core.compaction.results import CompactionTransition
+    from agentloop._core.values.model import ModelResponse
+    from agentloop._core.values.tool import ToolResult
     from agentloop._loop.agent_loop import TurnResult
 
 OutputFormat = Literal["text", "json", "stream-json"]

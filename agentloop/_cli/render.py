@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, NamedTuple, TextIO
 
 from agentloop._cli.cells import cells, cut_cells, cut_words, pad
-from agentloop._core.figures import plural, recorded_sources, token_figure
+from agentloop._core.measuring.figures import plural, recorded_sources, token_figure
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -176,7 +176,7 @@ def terminal_width(out: TextIO) -> int | None:
 
 def compaction_figures(entry: CompactionEntry, metadata: Mapping[str, Any] | None) -> str:
     """A compaction's token figures, ``(17,194 → ~8,988 tokens)``, marked by the sources
-    recorded in its child's ``metadata`` (see :mod:`agentloop._core.figures`); "" if none."""
+    recorded in its child's ``metadata`` (see ``_core.measuring.figures``); "" if none."""
     before, after = recorded_sources(metadata)
     if entry.tokens_before is not None and entry.tokens_after is not None:
         return (

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from agentloop._cli.mcp_setup import mcp_command
 from agentloop._cli.slash_help import help_text
-from agentloop._core.figures import token_figure
+from agentloop._core.measuring.figures import token_figure
 from agentloop._errors import AgentloopError
 
 if TYPE_CHECKING:
@@ -270,7 +270,7 @@ def _undo_compaction(agent: CodingAgent, rest: str) -> None:
 
 
 def _messages(count: int) -> str:
-    from agentloop._core.figures import plural
+    from agentloop._core.measuring.figures import plural
 
     return plural(count, "message")
 
@@ -319,11 +319,8 @@ def _model(agent: CodingAgent, rest: str) -> None:
         return
     agent.switch_model(name)
     _tell(f"Model: {name} for the next turns (was {current}); {CACHE_AND_THINKING}")
-    from agentloop._cli.model_check import deprecation
-
-    notice = deprecation(name)
-    if notice is not None:
-        _tell(f"agentloop: warning: {notice}")
+    # Its deprecation, if any, is said once by the run's after-command hook (app.py), which
+    # also knows what the Models API answered about it.
 
 
 _HANDLERS: dict[str, Callable[[CodingAgent, str], None]] = {

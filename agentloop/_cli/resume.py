@@ -8,11 +8,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from agentloop._core.figures import plural
+from agentloop._core.measuring.figures import plural
 from agentloop._errors import AgentloopError
 
 if TYPE_CHECKING:
-    from agentloop._core.messages import Message
+    from agentloop._core.values.messages import Message
     from agentloop._sessions import Conversation, SessionStore
 
 EXCERPT = 100

@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING, TextIO, TypeVar
 
 from agentloop._cli.list_commands import DEFAULT_LIMIT
 from agentloop._cli.search_command import SEARCH_LIMIT, SEARCH_MAX
-from agentloop._core.figures import plural
-from agentloop._core.validation import parse_positive_int
+from agentloop._core.measuring.figures import plural
+from agentloop._core.values.validation import parse_positive_int
 from agentloop._errors import AgentloopError, ConfigurationError
 
 if TYPE_CHECKING:

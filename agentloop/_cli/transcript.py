@@ -8,11 +8,11 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, TextIO
 
 from agentloop._cli import markup, render
-from agentloop._core.figures import plural
+from agentloop._core.measuring.figures import plural
 
 if TYPE_CHECKING:
     from agentloop._adapters.session_costs import CostReport
-    from agentloop._core.receipt import Receipt
+    from agentloop._core.facts.receipt import Receipt
     from agentloop._sessions import CompactionEntry, Session, SessionStore
 
 
@@ -49,7 +49,7 @@ def _show_object(store: SessionStore, session: Session) -> dict[str, object]:
 
 
 def _receipt(store: SessionStore, session: Session) -> Receipt | None:
-    """What the compaction that made ``session`` left out of its context (issue 28)."""
+    """What the compaction that made ``session`` left out of its context."""
     from agentloop._adapters.compaction_receipt import session_receipt
 
     return session_receipt(store, session.id)

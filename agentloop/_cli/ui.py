@@ -7,17 +7,17 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from agentloop._cli.render import home_short, styled, terminal_width
 from agentloop._cli.spinner import Spinner
-from agentloop._core.figures import percent_figure, plural, token_figure
+from agentloop._core.measuring.figures import percent_figure, plural, token_figure
 from agentloop._loop.agent_loop import LoopEvents
 
 if TYPE_CHECKING:
     from agentloop._agent.agent import CodingAgent
     from agentloop._cli.reply_markdown import MarkdownStream
-    from agentloop._core.context import CompactionDecision
-    from agentloop._core.messages import Usage
-    from agentloop._core.model import ModelResponse
-    from agentloop._core.results import CompactionPlan, CompactionTransition
-    from agentloop._core.tool import ToolResult
+    from agentloop._core.compaction.results import CompactionPlan, CompactionTransition
+    from agentloop._core.measuring.context import CompactionDecision
+    from agentloop._core.values.messages import Usage
+    from agentloop._core.values.model import ModelResponse
+    from agentloop._core.values.tool import ToolResult
     from agentloop._loop.status import CompactionStatus
 
 THINKING = "Thinking…"
@@ -45,6 +45,33 @@ def notice(transition: CompactionTransition) -> str:
     return (
         f"Conversation compacted: {plural(summary.original_message_count, 'message')} → new "
         f"session {transition.new_session_id[:8]} ({before} → {after} tokens)"
+    )
+
+
+def kept_request_note(transition: CompactionTransition) -> str | None:
+    """Why a compaction left more than its aim: the latest request (a big paste, say) is kept
+    verbatim, and it is most of what is left; None otherwise."""
+    from agentloop._adapters.tokens import TokenEstimator
+    from agentloop._core.compaction.api_compaction import CARRIED_OPEN
+    from agentloop._core.values.messages import Message, latest_request_index
+
+    child = transition.compacted_messages
+    index = latest_request_index(child)
+    after = transition.summary.tokens_after
+    if index is None or after <= 0:
+        return None
+    said = [  # what the user said, without what the compaction carried onto it
+        b
+        for b in child[index].request_blocks
+        if not str(b.get("text", "")).startswith(CARRIED_OPEN)
+    ]
+    request = Message("user", tuple(said))
+    size = TokenEstimator().count_message(request)
+    if size * 2 < after:
+        return None
+    return (
+        f"your latest request ({_estimate(size)} tokens) is kept verbatim, as the latest "
+        "request always is: it is most of what is left, and the next compaction summarizes it"
     )
 
 
@@ -191,6 +218,8 @@ class TerminalUI(LoopEvents):
         lines = [notice(transition)]
         lines += [f"  warning: {warning}" for warning in transition.summary.warnings]
         lines += [f"  note: {note}" for note in transition.summary.notes]
+        if (kept := kept_request_note(transition)) is not None:
+            lines.append(f"  note: {kept}")
         if transition.summary.fallback_reason:
             lines.append(
                 f"  note: summary built without a model: {transition.summary.fallback_reason}"

@@ -6,14 +6,14 @@ from __future__ import annotations
 import contextlib
 from typing import TYPE_CHECKING, Any
 
-from agentloop._core.validation import DEFAULT_THRESHOLD
+from agentloop._core.values.validation import DEFAULT_THRESHOLD
 from agentloop._errors import ConfigurationError
 
 if TYPE_CHECKING:
     from agentloop._adapters.windows import ModelLimits
     from agentloop._agent.agent import CodingAgent
-    from agentloop._core.model import ModelResponse
-    from agentloop._core.results import CompactionTransition
+    from agentloop._core.compaction.results import CompactionTransition
+    from agentloop._core.values.model import ModelResponse
     from agentloop._sessions import SessionStore
 
 MIN_CONVERSATION_TOKENS = 1_000
@@ -24,7 +24,7 @@ MIN_CONVERSATION_TOKENS = 1_000
 def check_window(agent: CodingAgent, limits: ModelLimits) -> None:
     """Refuse, in one line, a window too small for the system prompt and tools, a minimal reply
     and some conversation before compaction triggers."""
-    from agentloop._core.context import MIN_REPLY_TOKENS
+    from agentloop._core.measuring.context import MIN_REPLY_TOKENS
 
     window, source = limits.context_window, limits.source
     decision = agent.context()
@@ -48,7 +48,7 @@ def smallest_window(fixed: int, threshold: float, max_output_tokens: int) -> int
     """The smallest window that leaves, beside ``fixed`` tokens (system prompt and tools), a
     reply reserve of at least :data:`MIN_REPLY_TOKENS` and :data:`MIN_CONVERSATION_TOKENS`
     of conversation below the trigger."""
-    from agentloop._core.context import MIN_REPLY_TOKENS, reply_reserve, trigger_tokens
+    from agentloop._core.measuring.context import MIN_REPLY_TOKENS, reply_reserve, trigger_tokens
 
     least_reply = min(MIN_REPLY_TOKENS, max_output_tokens)  # a model's own limit is its limit
 

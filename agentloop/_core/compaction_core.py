@@ -6,10 +6,11 @@ own count when the model can count (``count_tokens``), else by the calibrated es
 result above the target is tightened (smaller tail, old content in the tail pruned, the carried
 request capped); one the API still counts at or above the trigger is not committed.
 
-Where the model offers on-demand compaction, ``summarize`` and ``auto`` let the API write the
-summary (``api_compaction.py``: the block first, the kept turns with their thinking); with
-another summarizer model, without the capability or when it fails, agentloop summarizes, and
-every history it edits itself loses the thinking the edit invalidated (``Job.finished``).
+Where the model offers on-demand compaction, the job offers the API's summary to the strategy
+(``api_compaction.py``: the block first, the kept turns with their thinking): ``summarize``
+takes it, ``auto`` once pruning has not reached the target; with another summarizer model,
+without the capability or when it fails, agentloop summarizes, and every history it edits
+itself loses the thinking the edit invalidated (``Job.finished``).
 
 Everything that touches the outside world (the summarizer model, the token count, the
 preserved-state hooks, the child's id, the clock) is an effect it yields; the local token
@@ -23,13 +24,46 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any, cast
 
-from agentloop._core.api_compaction import (
+from agentloop._core.compaction.api_compaction import (
     PREPARED_API_NOTE,
-    api_summary_steps,
+    OnDemandOffer,
     keeps_from,
     swapped_steps,
 )
-from agentloop._core.context import (
+from agentloop._core.compaction.effects import (
+    NewSessionId,
+    ReadClock,
+    RunHooks,
+    Steps,
+    perform,
+)
+from agentloop._core.compaction.prepared import (
+    Preparation,
+    PreparedSummary,
+    SettingsKey,
+    prepared_cut,
+)
+from agentloop._core.compaction.prepared_rest import rest_summary_steps
+from agentloop._core.compaction.results import (
+    CompactionOutcome,
+    CompactionSummary,
+    CompactionTransition,
+)
+from agentloop._core.compaction.round_fit import fitted_steps
+from agentloop._core.compaction.strategy import (
+    Budget,
+    Built,
+    Job,
+    Measured,
+    Strategy,
+    cut_points,
+    register,
+    strategy_named,
+)
+from agentloop._core.cutting.cut_and_prune import thinking_note
+from agentloop._core.cutting.prefix import as_message
+from agentloop._core.facts.preserved_state import PreservedStateHook, with_ledger
+from agentloop._core.measuring.context import (
     BREAKER_WHY,
     UNDONE_WHY,
     Calibrator,
@@ -41,66 +75,25 @@ from agentloop._core.context import (
     measure,
     trigger_tokens,
 )
-from agentloop._core.cut_and_prune import thinking_note
-from agentloop._core.effects import (
-    NewSessionId,
-    ReadClock,
-    RunHooks,
-    Steps,
-    perform,
-)
-from agentloop._core.figures import token_figure
-from agentloop._core.messages import (
+from agentloop._core.measuring.figures import token_figure
+from agentloop._core.strategies import BUILTIN
+from agentloop._core.values.messages import (
     Message,
     MessageValidator,
     Usage,
     is_safe_boundary,
 )
-from agentloop._core.model import AsyncModel, Model, OnDemandCompactingModel, ServerCompaction
-from agentloop._core.prefix import as_message
-from agentloop._core.prepared import (
-    Preparation,
-    PreparedSummary,
-    SettingsKey,
-    prepared_cut,
+from agentloop._core.values.model import (
+    AsyncModel,
+    Model,
+    ServerCompaction,
 )
-from agentloop._core.prepared_rest import rest_summary_steps
-from agentloop._core.preserved_state import PreservedStateHook, with_ledger
-from agentloop._core.results import (
-    CompactionOutcome,
-    CompactionSummary,
-    CompactionTransition,
-)
-from agentloop._core.round_fit import fitted_steps
-from agentloop._core.settings import STRATEGIES, CompactionSettings, StrategyName
-from agentloop._core.strategy import (
-    Budget,
-    Built,
-    Job,
-    Measured,
-    Strategy,
-    cut_points,
-    register,
-    strategy_named,
-)
-from agentloop._core.strategy_auto import AutoStrategy
-from agentloop._core.strategy_none import NoStrategy
-from agentloop._core.strategy_prune import PruneStrategy
-from agentloop._core.strategy_server import ServerStrategy
-from agentloop._core.strategy_summary import SummarizeStrategy
-from agentloop._core.strategy_window import SlidingWindowStrategy
-from agentloop._core.tool_facts import ToolFacts
-from agentloop._core.validation import DEFAULT_MAX_TOKENS, validate_window
+from agentloop._core.values.model_profile import ModelProfile
+from agentloop._core.values.profile_table import profile_of
+from agentloop._core.values.settings import STRATEGIES, CompactionSettings, StrategyName
+from agentloop._core.values.tool_facts import ToolFacts
+from agentloop._core.values.validation import DEFAULT_MAX_TOKENS, validate_window
 
-BUILTIN: tuple[Strategy, ...] = (
-    AutoStrategy(),
-    SummarizeStrategy(),
-    SlidingWindowStrategy(),
-    PruneStrategy(),
-    ServerStrategy(),
-    NoStrategy(),
-)
-"""The strategies every compacter knows; a new one is a module and one entry here."""
 for _strategy in BUILTIN:
     register(_strategy)
 
@@ -153,10 +146,6 @@ class CompactionCore:
         self._undone_hold: int | None = None
         """The breaker's value set by :meth:`hold` (while it is the one that holds)."""
         self._last_output: tuple[Message, int] | None = None
-        self._on_demand: dict[str, bool] = {}
-        self.later: Message | None = None
-        """What the newest compaction carries over but could not place yet (its child ends
-        with a reply): appended after the next user message (``carried``)."""
         self.preparation = Preparation()
         """The newest summary prepared ahead (see :meth:`prepare_job`) and the counts."""
 
@@ -342,7 +331,7 @@ class CompactionCore:
         )
         if isinstance(built, str):
             return CompactionOutcome(decision=decision, skipped=built)
-        compacted, summary = built
+        compacted, summary, later = built
         self._last_output = (compacted[0], len(compacted))
         child_id = yield from perform(NewSessionId())
         transition = CompactionTransition(
@@ -351,7 +340,7 @@ class CompactionCore:
             compacted_messages=compacted,
             summary=summary,
         )
-        return CompactionOutcome(decision=decision, transition=transition)
+        return CompactionOutcome(decision=decision, transition=transition, later=later)
 
     def _compact_steps(
         self,
@@ -361,8 +350,9 @@ class CompactionCore:
         tools: Sequence[dict[str, Any]],
         instructions: str | None,
         prepared: PreparedSummary | None = None,
-    ) -> Steps[tuple[list[Message], CompactionSummary] | str]:
-        """The compacted history and its summary, or why there is none."""
+    ) -> Steps[tuple[list[Message], CompactionSummary, Message | None] | str]:
+        """The compacted history, its summary and what waits for the next user turn (the
+        caller holds it), or why there is none."""
         strategy = self.strategy.runs_as()
         budget = Budget.of(decision, self.settings, self.context_window)
         cuts = cut_points(self, msgs, budget, strategy)
@@ -378,28 +368,20 @@ class CompactionCore:
             split=cuts[0],
             smallest=cuts[1],
             state=hooks.state,
+            preserved=hooks,
             system=system,
             tools=tools,
             instructions=instructions,
+            api_summary=OnDemandOffer(
+                self.api_summary_available, self.summarizer, self.api_summary_max_tokens
+            ),
         )
         job.warnings.extend(hooks.warnings)
         built: Built | str | None = None
         if prepared is not None:
             built = yield from self._prepared_steps(job, prepared)
-        fallback = None
-        if built is None and strategy.api_summary and self.api_summary_available():
-            built = yield from api_summary_steps(
-                job, self.summarizer, max_tokens=self.api_summary_max_tokens()
-            )
-            fallback, built = (built, None) if isinstance(built, str) else (None, built)
-        if built is None:
+        if built is None:  # the strategy decides, the API's summary among its means
             built = yield from strategy.build(job)
-            if fallback is not None and not isinstance(built, str):
-                built.fallback = (
-                    f"{fallback}: agentloop compacted it itself instead"
-                    if built.fallback is None
-                    else f"{fallback}; {built.fallback}"
-                )
         if isinstance(built, str):
             if not decision.requested:  # one asked for never arms the breaker
                 self._breaker_until = self._pause(budget.before)
@@ -410,14 +392,13 @@ class CompactionCore:
             return refused
         if built.measured.thinking_removed:
             job.notes.append(thinking_note(built.measured.thinking_removed))
-        self.later = built.later
         self._estimates.clear()
         self._converted.clear()
         compacted = built.messages
         if built.measured.by_api:  # the API's figure anchors the measurement of what follows
             compacted[-1] = replace(compacted[-1], counted=built.measured.tokens)
         created_at = yield from perform(ReadClock())
-        return compacted, self._record(job, built, created_at)
+        return compacted, self._record(job, built, created_at), built.later
 
     def _judge(self, job: Job, measured: Measured) -> str | None:
         """Why the result is not committed, if it is not; sets the circuit breaker (and warns
@@ -560,24 +541,19 @@ class CompactionCore:
 
     # -- the API's own summary (see ``api_compaction.py``) ----------------------------------------
 
+    @property
+    def profile(self) -> ModelProfile:
+        """What the conversation's model can do where the summarizer answers it."""
+        return profile_of(self.summarizer, self.model_name)
+
     def api_summary_available(self) -> bool:
         """Whether the API writes this conversation's summaries (on-demand compaction): the
-        summarizer model says it can for the conversation's model (asked once, remembered),
-        and no other model is to summarize (``--compaction-model``)."""
+        model's :attr:`profile` says so, and no other model is to summarize
+        (``--compaction-model``)."""
         settings = self.settings
         if not settings.api_summary or settings.summary_model not in (None, self.model_name):
             return False
-        known = self._on_demand.get(self.model_name)
-        if known is None:
-            model = self.summarizer
-            try:
-                known = isinstance(model, OnDemandCompactingModel) and bool(
-                    model.supports_on_demand_compaction(self.model_name)
-                )
-            except Exception:  # a capability unknown is a capability not used
-                known = False
-            self._on_demand[self.model_name] = known
-        return known
+        return self.profile.on_demand_compaction
 
     def api_summary_max_tokens(self) -> int:
         """``max_tokens`` of a compaction request (the summary's room)."""

@@ -10,77 +10,87 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
-from agentloop._core.context import CompactionDecision
-from agentloop._core.effects import (
-    AppendMessages,
+from agentloop._core.compaction.effects import (
     CallModel,
     CreateSession,
+    Effect,
     SaveTransition,
     Steps,
     perform,
 )
-from agentloop._core.messages import (
+from agentloop._core.compaction.results import CompactionOutcome, CompactionTransition
+from agentloop._core.measuring.context import CompactionDecision
+from agentloop._core.values.blocks import ToolUseBlock
+from agentloop._core.values.messages import (
     COMPACTION,
     ContentBlock,
     Message,
     MessageValidator,
-    compaction_block,
     merge_consecutive,
 )
-from agentloop._core.model import (
+from agentloop._core.values.model import (
     AsyncModel,
     Model,
     ModelRequest,
     ModelResponse,
     ServerCompactionUnsupported,
 )
-from agentloop._core.results import CompactionOutcome, CompactionTransition
-from agentloop._core.tool import Tool, tool_definition
-from agentloop._core.validation import DEFAULT_MAX_TOKENS
+from agentloop._core.values.tool import Tool, tool_definition
+from agentloop._core.values.validation import DEFAULT_MAX_TOKENS
 from agentloop._errors import (
-    AgentloopError,
     IncompleteReplyError,
     PromptTooLongError,
     StoreWriteError,
     ThinkingBindingError,
 )
 from agentloop._loop.ahead import Ahead
-from agentloop._loop.compaction_draft import CompactionDrafts
-from agentloop._loop.conversation_compacter import ConversationCompacter, count_within
+from agentloop._loop.compaction_draft import CompactionDraft, CompactionDrafts
+from agentloop._loop.conversation_compacter import ConversationCompacter
 from agentloop._loop.drive import Runtime, Wiring, adrive, drive
 from agentloop._loop.events import EventFanOut
 from agentloop._loop.events import LoopEvents as LoopEvents
 from agentloop._loop.events import TurnResult as TurnResult
-from agentloop._loop.fit import Shortened, as_sent, over_window, shortened_for_model
+from agentloop._loop.fit import ContextFullError as ContextFullError
+from agentloop._loop.fit import (
+    Shortened,
+    as_sent,
+    fitting,
+    over_window,
+    sent_estimate,
+    shortened_for_model,
+)
 from agentloop._loop.server_steps import ServerSteps
 from agentloop._loop.stop_reasons import (
     CONTEXT_EXCEEDED,
     PAUSE_TURN,
     REFUSAL,
+    ReplyRoom,
     SessionThinking,
     StreamedText,
-    TurnRules,
     cut_tool_use,
+    interrupted_turn_answers,
+    refusal_line,
+    refusal_note,
+    refused_turn_start,
+    tool_round,
 )
-from agentloop._sessions import Lease, SessionError, SessionStore, workspace_key
+from agentloop._loop.store_writes import StoreWrites
+from agentloop._sessions import Lease, SessionStore, workspace_key
 
 UserInput = str | Sequence[ContentBlock]
 
 
-class ContextFullError(AgentloopError):
-    """The conversation no longer fits and compaction is disabled or could not help."""
-
-
-class AgentLoop(TurnRules, ServerSteps, CompactionDrafts):
+class AgentLoop:
     """A conversation over the model seam with tools, compaction and (optionally) a store.
 
     With a ``store``, the session is created on its first message, every message is appended
     as it happens, and each compaction continues under a child session saved with its parent.
 
     ``max_tokens`` is the reply reserve the trigger keeps free; a model that knows its output
-    limit (:class:`~agentloop._core.model.OutputLimitedModel`) gets more, room to think.
+    limit (its profile's ``max_output_tokens``, see :class:`~agentloop.ModelProfile`) gets more.
     ``effort``: low … max (None: the model's default); ``drop_block``: see :attr:`thinking`.
     """
 
@@ -134,13 +144,9 @@ class AgentLoop(TurnRules, ServerSteps, CompactionDrafts):
         """The newest compaction of this conversation (in this process)."""
         self._requested: tuple[str | None] | None = None
         """A compaction the model asked for (its instructions), run at the next safe boundary."""
-        self._pending: list[Message] = []
         self._shortened: Shortened = {}
         """Tool results too big for the window, as the model gets them (see ``_loop/fit.py``)."""
-        self._fitted_sum: int | None = None
-        """Kept in memory, not yet stored: written with the next reply, in one transaction."""
-        self._unsaved = False
-        """A write of ``_pending`` failed: it is retried before anything else is sent."""
+        self._fitted_sum: int | None = None  # what was sent, when some went shortened
         self.workspace = workspace or workspace_key()  # text a store takes (any path's bytes)
         self.title = title
         # Ids, clock and hooks: the compacter's wiring, shared, so its injections hold here too.
@@ -148,10 +154,15 @@ class AgentLoop(TurnRules, ServerSteps, CompactionDrafts):
         on_text = StreamedText(self.events)  # text and thinking as they stream
         self.runtime = Runtime(model=model, store=store, wiring=wiring, on_text=on_text)
         self._context_tokens: int | None = None  # measured at the last boundary
-        self._max_tokens_once: int | None = None  # the redo of a reply cut inside a tool call
-        self._stored = session_id is not None
-        """Whether the session exists in the store (a new one is created on its first message)."""
-        self._ahead = None if compacter is None else Ahead(compacter)
+        # Its parts, each given what it needs: held, never inherited.
+        self._writes = StoreWrites(stored=session_id is not None)
+        self._server = ServerSteps(compacter, self.events)
+        self._reply_room = ReplyRoom(compacter, self.events, self._measured_context)
+        self._ahead: Ahead | None = None
+        self._drafts: CompactionDrafts | None = None
+        if compacter is not None:
+            self._ahead = Ahead(compacter)
+            self._drafts = CompactionDrafts(compacter, self._ahead, self._perform)
         # A loop dropped without close() does not leave its background thread behind.
         weakref.finalize(self, self.runtime.close)
         self.session_id = session_id or wiring.new_session_id()
@@ -183,7 +194,7 @@ class AgentLoop(TurnRules, ServerSteps, CompactionDrafts):
     @property
     def saved(self) -> bool:
         """Whether the session exists in the store yet (it is created on its first message)."""
-        return self._stored
+        return self._writes.stored
 
     def run_turn(
         self, user_input: UserInput, *, pinned: bool = False, then: Sequence[Message] = ()
@@ -224,26 +235,41 @@ class AgentLoop(TurnRules, ServerSteps, CompactionDrafts):
     def switch(self, session_id: str, messages: Sequence[Message]) -> None:
         """Continue in another stored session (a fork of this lineage) from ``messages``, its
         history. What this session kept but had not stored yet is stored first."""
-        if self._stored:
+        if self._writes.stored:
             drive(self._flush(), self.runtime.perform)
         if self._ahead is not None:  # what it covers is not this history
             drive(self._ahead.cancel("the conversation moved"), self.runtime.perform)
         self.session_id = session_id
         self.messages = list(messages)
-        self._pending = []
-        self._unsaved = False
-        self._stored = True
+        self._writes.moved(stored=True)
         self._local_sum = None
 
     def start_fresh(self) -> str:
         """Continue in a new, empty session (``/clear``), created in the store with its first
         message; the one before stays as it was. Returns the new id."""
         self.switch(self.runtime.wiring.new_session_id(), [])
-        self._stored = False
+        self._writes.stored = False
         self.last_transition = None
         if self.compacter is not None:  # nothing was compacted in a fresh conversation
-            self.compacter.later = None
+            self.compacter.next_turn.drop()
         return self.session_id
+
+    def draft_compaction(
+        self, instructions: str | None = None
+    ) -> CompactionDraft | CompactionOutcome | None:
+        """The manual compaction (``/compact [instructions]``) worked out and not applied: a
+        :class:`CompactionDraft`; the outcome instead when nothing would be compacted (why is
+        in it); None without a compacter (see ``compaction_draft.py``)."""
+        if self._drafts is None:
+            return None
+        steps = self._compaction_steps(force=True, instructions=instructions)
+        sent = as_sent(self.messages, self._shortened)[0]  # as the model gets it
+        return self._drafts.draft(self.session_id, sent, steps)
+
+    def send_shortened(self, results: Mapping[str, str]) -> None:
+        """Send these tool results (by ``tool_use_id``) as given while the session keeps them
+        whole: a resumed session's results that were shortened when they came."""
+        self._shortened.update(results)
 
     def request_compaction(self, instructions: str | None = None) -> None:
         """Compact at the next safe boundary (the ``compact_context`` tool calls this)."""
@@ -263,25 +289,26 @@ class AgentLoop(TurnRules, ServerSteps, CompactionDrafts):
         self, user_input: UserInput, pinned: bool, then: Sequence[Message] = ()
     ) -> Steps[TurnResult]:
         self._repair()
-        if self._unsaved:
+        if self._writes.unsaved:
             # A write failed earlier: what it held goes first, or nothing is sent at all.
             yield from self._flush("the store still refuses writes, so this message was not sent")
-        message = self._fitting(Message.user(user_input, pinned=pinned))
+        message = Message.user(user_input, pinned=pinned)  # refused if it alone does not fit:
+        message = fitting(self.compacter, message, self.system, self.tool_definitions)
         # What the last compaction carries over but could not place yet goes after it.
         for kept in [message] if self.compacter is None else self.compacter.carried(message):
-            self._keep(self._counted(kept))
+            self._keep(self._estimated(kept))
         for extra in then:
-            self._keep(self._counted(extra))
+            self._keep(self._estimated(extra))
         try:
             return (yield from self._rounds())
         except StoreWriteError:
-            self._unsaved = bool(self._pending)
+            self._writes.unsaved = bool(self._writes.pending)
             raise
         except Exception:
             # A failed turn keeps what was said (a session that never got a reply is not
             # created: a failed first request leaves nothing behind). A store that refuses it
             # too leaves it in memory (``unsaved``), and the turn's own error is what is said.
-            if self._stored:
+            if self._writes.stored:
                 with contextlib.suppress(StoreWriteError):
                     yield from self._flush()
             raise
@@ -292,7 +319,7 @@ class AgentLoop(TurnRules, ServerSteps, CompactionDrafts):
         shortenings = 0  # of the newest tool results, for requests the API refused
         server_compactions = 0  # in a row, with no reply between them
         for _round in range(self.max_tool_rounds):
-            self._check_server_compaction()
+            self._server.check(self.model, self.model_name, self.messages)
             if not paused:  # a paused turn goes on as it is: nothing compacted in between
                 requested, self._requested = self._requested, None
                 outcome = yield from self._compaction_steps(
@@ -305,10 +332,10 @@ class AgentLoop(TurnRules, ServerSteps, CompactionDrafts):
                     shortenings += 1  # never sent over the window when our own count says so
             request = self._request()
             try:
-                stored = self.session_id if self._stored else None  # its lease is checked
+                stored = self.session_id if self._writes.stored else None  # its lease is checked
                 response = yield from perform(CallModel(request, stream=True, session_id=stored))
             except ServerCompactionUnsupported as error:
-                self._fall_back(str(error))
+                self._server.fall_back(str(error))
                 continue
             except IncompleteReplyError as error:
                 if retried:
@@ -320,7 +347,7 @@ class AgentLoop(TurnRules, ServerSteps, CompactionDrafts):
                 if rebound or self.thinking.drop_block:
                     raise  # never the same body twice: drop_block was tried
                 rebound = True
-                self._drop_invalid_thinking(str(error))
+                self.events.on_warning(self.thinking.drop_bound_blocks(str(error)))
                 continue
             except PromptTooLongError as error:
                 compacted = emergency_used or not self._compaction_enabled()
@@ -351,29 +378,26 @@ class AgentLoop(TurnRules, ServerSteps, CompactionDrafts):
                 result.transitions.append(outcome.transition)
                 continue
             if response.stop_reason == COMPACTION and request.server_compaction is not None:
-                summary = compaction_block(response.content)
-                if summary is None or not summary.get("content"):
-                    # A failed compaction (null content) is a no-op for the API: nothing of
-                    # the parent may be dropped. This conversation compacts here from now on.
-                    self._fall_back("the API's compaction failed (it returned no summary)")
-                    continue
-                server_compactions += 1
-                if server_compactions > 1:
-                    raise ContextFullError(
-                        "the API compacted the conversation twice in a row and it is still "
-                        "above the trigger; run /compact with instructions to keep less, or "
-                        "start a new session"
-                    )
-                transition = yield from self._server_compacted(request, response)
-                result.transitions.append(transition)
-                continue  # the turn goes on in the child
+                again = server_compactions > 0  # with no reply between them
+                transition = yield from self._server.compacted(
+                    self.session_id, self.messages, request, response, again=again
+                )
+                if transition is not None:  # None: it failed, compacted here from now on
+                    server_compactions += 1
+                    yield from self._apply(transition, emergency=False)
+                    result.transitions.append(transition)
+                continue  # the turn goes on (in the child)
             server_compactions = 0
             if response.stop_reason == REFUSAL:
                 yield from self._refused(response)
                 result.stop_reason, result.session_id = REFUSAL, self.session_id
                 return result
             cut = cut_tool_use(response)
-            if cut is not None and not regrown and self._redo_larger(request, response):
+            if (
+                cut is not None
+                and not regrown
+                and self._reply_room.redo_larger(request, response, self.model)
+            ):
                 regrown = True  # never run on partial input: once more, with more room
                 continue
             yield from self._record_reply(response)
@@ -396,27 +420,6 @@ class AgentLoop(TurnRules, ServerSteps, CompactionDrafts):
         ).strip()
         result.session_id = self.session_id
         return result
-
-    def _fitting(self, message: Message) -> Message:
-        """``message`` counted; one that alone does not fit the window is refused before it is
-        kept or sent (no compaction can make room for it). A huge one is refused from its size:
-        counting stops once it is past the window (:func:`count_within`), so its tokens are
-        never all held in memory."""
-        compacter = self.compacter
-        if compacter is None:
-            return message
-        window = compacter.context_window
-        fixed = compacter.fixed_tokens(self.system, self.tool_definitions)
-        counted, whole = count_within(compacter, message, fixed, window)
-        needs = compacter.calibrate(fixed + counted, 1)
-        if needs > window:
-            about = "about" if whole else "more than"
-            raise ContextFullError(
-                f"this message needs {about} {needs:,} tokens with the system prompt and tools, "
-                f"more than the {window:,}-token window: it was not "
-                "sent — shorten it or send it in parts"
-            )
-        return message.with_tokens(counted) if whole and message.tokens is None else message
 
     def _compaction_steps(
         self, *, force: bool, instructions: str | None, emergency: bool = False
@@ -459,27 +462,30 @@ class AgentLoop(TurnRules, ServerSteps, CompactionDrafts):
     # -- state changes -----------------------------------------------------------------------
 
     def _repair(self) -> None:
-        """Make the history ready for a new user message after an interrupted or failed turn:
-        answer tool calls left pending and close a user message left without a reply, so the
-        roles keep alternating (the history itself is kept, never dropped)."""
-        if not self.messages:
-            return
-        pending = self.messages[-1].tool_use_ids if self.messages[-1].role == "assistant" else []
-        if pending:
-            unknown = "interrupted: the tool may have run; its result is unknown"
-            answers = tuple(
-                {
-                    "type": "tool_result",
-                    "tool_use_id": tool_id,
-                    "content": unknown,
-                    "is_error": True,
-                }
-                for tool_id in pending
-            )
-            self._keep(self._counted(Message("user", answers)))
-        if self.messages[-1].role in ("user", "system"):
-            closing = Message.assistant("[no reply: the previous turn was interrupted or failed]")
-            self._keep(self._counted(closing))
+        """Make the history ready for a new user message after an interrupted or failed turn
+        (``stop_reasons.interrupted_turn_answers``: the history itself is kept)."""
+        for answer in interrupted_turn_answers(self.messages):
+            self._keep(self._estimated(answer))
+
+    def _refused(self, response: ModelResponse) -> Steps[None]:
+        """A refusal: the refused turn leaves the context (from the user's message that began
+        it), the store keeps it with a note in the reply's place, the user is told."""
+        start = refused_turn_start(self.messages)
+        self._keep(Message.assistant(refusal_note(response)))
+        yield from self._flush("the refused turn was not saved")
+        if self._ahead is not None:  # what it covers is about to change
+            yield from self._ahead.cancel("a refused turn left the conversation")
+        self.messages = self.messages[:start]
+        self._local_sum = None
+        self.events.on_warning(refusal_line(response))
+
+    def _tool_round(self, calls: Sequence[ToolUseBlock], cut: str | None) -> Steps[int]:
+        """Run the reply's tool calls (``stop_reasons.tool_round``) and keep their results,
+        measured as the model gets them; how many ran."""
+        message, ran = yield from tool_round(calls, cut, self.tools, self.events, self._shortened)
+        sent = self._estimated(as_sent([message], self._shortened)[0][0])
+        self._keep(message if sent.tokens is None else message.with_tokens(sent.tokens))
+        return ran
 
     def _apply(self, transition: CompactionTransition, *, emergency: bool) -> Steps[None]:
         """Swap in the compacted history under the child session, saving the child (after
@@ -493,14 +499,15 @@ class AgentLoop(TurnRules, ServerSteps, CompactionDrafts):
         self.last_transition = transition
         self.events.on_transition(transition)
 
-    def _counted(self, message: Message) -> Message:
+    def _estimated(self, message: Message) -> Message:
+        """``message`` with its local token estimate (as it is without a compacter)."""
         if self.compacter is not None and message.tokens is None:
             return message.with_tokens(self.compacter.count(message))
         return message
 
     def _keep(self, message: Message) -> None:
         """Add to the history; the store gets it with the next reply (one transaction)."""
-        self._pending.append(message)
+        self._writes.keep(message)
         self._context_tokens = None  # measured again when needed
         if self._local_sum is not None and self.compacter is not None:
             self._local_sum += self.compacter.count(message)
@@ -511,35 +518,20 @@ class AgentLoop(TurnRules, ServerSteps, CompactionDrafts):
             self.messages.append(message)
 
     def _flush(self, what: str = "what was said since the last save was not saved") -> Steps[None]:
-        """Store what was kept since the last write, creating the session on its first. A
-        write the store refuses keeps it all for the next write (the conversation in memory
-        stays whole) and raises :class:`StoreWriteError` (``what``: the message's start)."""
-        if not self._pending:
-            self._unsaved = False
-            return
-        pending, self._pending = tuple(self._pending), []
-        try:
-            if not self._stored:
-                yield from perform(
-                    CreateSession(self.session_id, self.model_name, self.workspace, self.title)
-                )
-                self._stored = True
-            yield from perform(AppendMessages(self.session_id, pending))
-        except SessionError as error:
-            self._pending[:0] = pending
-            self._unsaved = True
-            raise StoreWriteError(f"{what}: {error}") from error
-        self._unsaved = False
+        """Store what was kept since the last write, creating the session on its first; a
+        refused write raises :class:`StoreWriteError` (``what``: its start; ``store_writes``)."""
+        session = CreateSession(self.session_id, self.model_name, self.workspace, self.title)
+        yield from self._writes.flush(session, what)
 
     @property
     def unsaved(self) -> bool:
         """Whether a store write failed and what it held is still only in memory (it is
         written first at the next turn; no model call is made before it is)."""
-        return self._unsaved
+        return self._writes.unsaved
 
     def flush(self) -> None:
         """Store anything kept but not yet written (a turn interrupted by Ctrl-C)."""
-        if self._stored:
+        if self._writes.stored:
             drive(self._flush(), self.runtime.perform)
 
     def _record_reply(self, response: ModelResponse) -> Steps[None]:
@@ -550,15 +542,11 @@ class AgentLoop(TurnRules, ServerSteps, CompactionDrafts):
             # is kept up to date, not recomputed per turn.
             if self._local_sum is None:
                 self._local_sum = sum(compacter.count(m) for m in self.messages)
-            sent = self._local_sum + compacter.fixed_tokens(self.system, self.tool_definitions)
-            if self._fitted_sum is not None:  # some results went shortened: what was sent
-                sent = self._fitted_sum
-            if len(self.messages) > 1 and compaction_block(self.messages[1].content):
-                # A server compaction's child: the API reads nothing before the block.
-                sent -= compacter.count(self.messages[0])
+            local = self._local_sum + compacter.fixed_tokens(self.system, self.tool_definitions)
+            sent = sent_estimate(compacter, self.messages, local, self._fitted_sum)
             compacter.record_usage(response.usage.prompt_tokens, sent, len(self.messages))
         # Stored first, then shown as complete: a reply the user saw is a reply that is kept.
-        self._keep(self._counted(response.to_message()))
+        self._keep(self._estimated(response.to_message()))
         yield from self._flush("the reply was not saved")
         self.events.on_reply(response)
 
@@ -566,7 +554,7 @@ class AgentLoop(TurnRules, ServerSteps, CompactionDrafts):
         # Only what was appended since the last request is checked (the rest was, and is
         # unchanged): the per-turn cost does not grow with the history.
         self._validator.validate(self.messages, allow_pending_tool_use=False)
-        edit = self._server_edit()
+        edit = self._server.edit(self.messages)
         messages, changed = as_sent(self.messages, self._shortened)
         compacter, self._fitted_sum = self.compacter, None
         if changed and compacter is not None:  # for the calibration: what was sent
@@ -577,7 +565,7 @@ class AgentLoop(TurnRules, ServerSteps, CompactionDrafts):
             messages=messages,
             system=self.system,
             tools=tuple(self.tool_definitions),
-            max_tokens=self._reply_tokens(),
+            max_tokens=self._reply_room.reply_tokens(self.model, self.model_name, self.max_tokens),
             metadata={"purpose": "conversation"},
             server_compaction=edit,
             thinking=self.thinking.request_thinking(),
@@ -586,7 +574,23 @@ class AgentLoop(TurnRules, ServerSteps, CompactionDrafts):
     def _shorten_newest(self, error: PromptTooLongError | str) -> bool:
         """Shorten the newest tool results for the model (``_loop/fit.py``): after a refusal
         compaction cannot answer, or before a request our own count says is over the window."""
-        return self._server_edit() is None and shortened_for_model(self, str(error))
+        return self._server.edit(self.messages) is None and shortened_for_model(self, str(error))
+
+    def _perform(self, effect: Effect[Any]) -> object:
+        """Carry out ``effect`` (the sync driver's), a model request thinking as the session
+        does: a compaction's or a summary's too (effort, and drop_block once needed)."""
+        return self.runtime.perform(self.thinking.applied_to(effect))
+
+    async def _aperform(self, effect: Effect[Any]) -> object:
+        """The async form of :meth:`_perform`."""
+        return await self.runtime.aperform(self.thinking.applied_to(effect))
+
+    def _measured_context(self) -> int:
+        """The context as measured at the last boundary, or measured now."""
+        if self._context_tokens is None:
+            decision = self.context()
+            self._context_tokens = 0 if decision is None else decision.usage.tokens
+        return self._context_tokens
 
     def _compaction_enabled(self) -> bool:
         return self.compacter is not None and self.compacter.settings.enabled

@@ -11,16 +11,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from agentloop._core.context import CompactionDecision
-from agentloop._core.effects import (
+from agentloop._core.compaction.effects import (
     CancelBackground,
     CollectBackground,
     StartBackground,
     Steps,
     perform,
 )
-from agentloop._core.messages import Message
-from agentloop._core.prepared import PrepareJob
+from agentloop._core.compaction.prepared import PrepareJob
+from agentloop._core.measuring.context import CompactionDecision
+from agentloop._core.values.messages import Message
 from agentloop._loop.conversation_compacter import ConversationCompacter
 
 CLOSE_ENOUGH = 0.25
@@ -79,7 +79,7 @@ class Ahead:
             if child <= trigger * (1 - self.compacter.settings.min_savings):
                 return
         elif child <= trigger * CLIENT_USABLE:
-            return  # ours: its child fits the half the compaction allows (issue 27: no wait)
+            return  # ours: its child fits the half the compaction allows (no wait)
         yield from self.collect(session_id, messages, wait=True)
 
     def maybe_start(

@@ -12,7 +12,7 @@ import asyncio
 import concurrent.futures
 import threading
 
-from agentloop._core.model import AsyncModel, Model, ModelRequest, ModelResponse
+from agentloop._core.values.model import AsyncModel, Model, ModelRequest, ModelResponse
 
 Answer = ModelResponse | BaseException
 THREAD_NAME = "agentloop-prepare"

@@ -1,7 +1,7 @@
 """A manual compaction reviewed before it applies (``/compact --review``).
 
 The compaction runs as ``/compact`` runs it, effect by effect, up to its one write
-(:class:`~agentloop._core.effects.SaveTransition`), and waits there: the summary is written (or
+(``SaveTransition``), and waits there: the summary is written (or
 the one prepared in the background is taken, with no model call), the child is built, nothing is
 stored. :meth:`CompactionDraft.apply` goes on from that write with exactly that child: no second
 summary request. :meth:`CompactionDraft.drop` forgets it: the loop never changed, and the
@@ -11,18 +11,20 @@ requests of a dropped draft used is counted as discarded, as any summary not app
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, cast
 
-from agentloop._core.api_compaction import API_SUMMARY
-from agentloop._core.effects import CallModel, Effect, SaveTransition, Steps
-from agentloop._core.ledger import find_ledger, render
-from agentloop._core.messages import Message, Usage
-from agentloop._core.results import CompactionOutcome, CompactionSummary, CompactionTransition
+from agentloop._core.compaction.effects import CallModel, Effect, SaveTransition, Steps
+from agentloop._core.compaction.results import (
+    CompactionOutcome,
+    CompactionSummary,
+    CompactionTransition,
+)
+from agentloop._core.facts.ledger import find_ledger, render
+from agentloop._core.values.messages import Message, Usage
 from agentloop._loop.ahead import Ahead
 from agentloop._loop.conversation_compacter import ConversationCompacter
 from agentloop._loop.drive import drive, drive_until
-from agentloop._loop.fit import Shortened, as_sent
 
 Perform = Callable[[Effect[Any]], object]
 NOT_APPLIED = "the reviewed compaction was not applied"
@@ -57,9 +59,10 @@ class CompactionDraft:
 
     @property
     def signed(self) -> bool:
-        """Whether the API wrote the summary (on-demand compaction): a signed block, which can
-        be shown and applied or asked for again, never edited."""
-        return self.transition.summary.strategy == API_SUMMARY
+        """Whether the API wrote the summary (on-demand compaction): the child opens with its
+        signed block, which can be shown and applied or asked for again, never edited."""
+        child = self.transition.compacted_messages
+        return bool(child) and child[0].is_compaction_only
 
     def apply(self) -> CompactionOutcome | None:
         """Write the child and continue in it, exactly as drafted (no model call)."""
@@ -78,40 +81,31 @@ class CompactionDraft:
 
 
 class CompactionDrafts:
-    """``draft_compaction`` (mixed into :class:`~agentloop.AgentLoop`)."""
+    """``draft_compaction`` of :class:`~agentloop.AgentLoop`: a part the loop holds (with a
+    compacter), given the compacter, the summary prepared ahead and how effects are carried
+    out (the loop's: requests think as the session does)."""
 
-    compacter: ConversationCompacter | None
-    messages: list[Message]
-    session_id: str
-    _ahead: Ahead | None
-    _shortened: Shortened
+    def __init__(self, compacter: ConversationCompacter, ahead: Ahead, perform: Perform) -> None:
+        self._compacter = compacter
+        self._ahead = ahead
+        self._perform = perform
 
-    def _compaction_steps(
-        self, *, force: bool, instructions: str | None, emergency: bool = False
-    ) -> Steps[CompactionOutcome | None]:
-        raise NotImplementedError  # the loop's
-
-    def _perform(self, effect: Effect[Any]) -> object:
-        raise NotImplementedError  # the loop's
-
-    def draft_compaction(
-        self, instructions: str | None = None
+    def draft(
+        self,
+        session_id: str,
+        sent: Sequence[Message],
+        steps: Steps[CompactionOutcome | None],
     ) -> CompactionDraft | CompactionOutcome | None:
-        """The manual compaction (``/compact [instructions]``) worked out and not applied: a
-        :class:`CompactionDraft`; the outcome instead when nothing would be compacted (why is
-        in it); None without a compacter. Ctrl-C while it is worked out leaves the compacter
-        as it was."""
-        compacter = self.compacter
-        if compacter is None:
-            return None
-        if self._ahead is not None:
-            # A summary in flight is taken first (the compaction would wait for it too), so
-            # that dropping the draft keeps it ready with its cost, not lost with the draft.
-            sent = as_sent(self.messages, self._shortened)[0]
-            wait = compacter.prepared is None
-            drive(self._ahead.collect(self.session_id, sent, wait=wait), self._perform)
-        restore = _counted(compacter)
-        steps = self._compaction_steps(force=True, instructions=instructions)
+        """``steps`` (the loop's manual compaction of ``sent``, its history as sent, not
+        started) worked out and not applied: a :class:`CompactionDraft`; the outcome instead
+        when nothing would be compacted. Ctrl-C while it is worked out leaves the compacter as
+        it was."""
+        compacter = self._compacter
+        # A summary in flight is taken first (the compaction would wait for it too), so that
+        # dropping the draft keeps it ready with its cost, not lost with the draft.
+        wait = compacter.prepared is None
+        drive(self._ahead.collect(session_id, sent, wait=wait), self._perform)
+        restore = _restore_point(compacter)
         calls = 0
 
         def perform(effect: Effect[Any]) -> object:
@@ -126,20 +120,24 @@ class CompactionDrafts:
             restore(None)
             raise
         if isinstance(reached, SaveTransition):
-            ledger = carried_ledger(reached.transition, compacter.later)
+            ledger = carried_ledger(reached.transition, compacter.next_turn.peek())
             return CompactionDraft(steps, reached, self._perform, restore, ledger, calls)
         return reached
 
 
 def carried_ledger(transition: CompactionTransition, later: Message | None) -> str:
     """The ledger the compacted context carries, as it carries it ('' when none): in the
-    message that waits for the next user turn, else in the compacted context's opening."""
-    where = [later] if later is not None else list(transition.compacted_messages[:1])
+    message that waits for the next user turn, else in the one that ends the child (the API's
+    summary: its parts), else in the compacted context's opening."""
+    child = transition.compacted_messages
+    where = [later] if later is not None else child[-1:] if child[-1].carried else child[:1]
     found = find_ledger(where)
     return render(found) if found is not None else ""
 
 
-def _counted(compacter: ConversationCompacter) -> Callable[[CompactionSummary | None], None]:
+def _restore_point(
+    compacter: ConversationCompacter,
+) -> Callable[[CompactionSummary | None], None]:
     """What puts ``compacter`` back as it is now (:meth:`ConversationCompacter.checkpoint`),
     counting the summary requests of the compaction not applied as discarded, with their cost
     (those of the summary prepared ahead it took stay the prepared work's, usable again)."""

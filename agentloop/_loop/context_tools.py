@@ -12,11 +12,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from agentloop._core.context import CompactionDecision
-from agentloop._core.figures import percent_figure, token_figure
-from agentloop._core.results import CompactionTransition
-from agentloop._core.tool import ToolResult
-from agentloop._core.tool_facts import ToolCall, ToolFact
+from agentloop._core.compaction.results import CompactionTransition
+from agentloop._core.measuring.context import CompactionDecision
+from agentloop._core.measuring.figures import percent_figure, token_figure
+from agentloop._core.values.tool import ToolResult
+from agentloop._core.values.tool_facts import ToolCall, ToolFact
 from agentloop._loop.conversation_compacter import ConversationCompacter
 
 

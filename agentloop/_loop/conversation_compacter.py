@@ -14,27 +14,29 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
-from agentloop._core.api_compaction import (
-    accepts_system_messages,
-    adopted_steps,
-    api_instructions,
+from agentloop._core.compaction.api_compaction import adopted_steps, api_instructions
+from agentloop._core.compaction.effects import CallModel, NewSessionId, ReadClock, Steps, perform
+from agentloop._core.compaction.plan import plan_steps
+from agentloop._core.compaction.prepared import PreparedSummary, PrepareJob, next_job
+from agentloop._core.compaction.results import (
+    CompactionOutcome,
+    CompactionPlan,
+    CompactionTransition,
 )
+from agentloop._core.compaction.strategy import strategy_named
 from agentloop._core.compaction_core import CompactionCore, CompactionSettings
-from agentloop._core.context import Calibrator, CompactionDecision, TokenCounter
-from agentloop._core.effects import CallModel, NewSessionId, ReadClock, Steps, perform
-from agentloop._core.messages import ContentBlock, Message, ResponseLike, Usage
-from agentloop._core.model import AsyncModel, Model, ModelResponse
-from agentloop._core.plan import plan_steps
-from agentloop._core.prepared import PreparedSummary, PrepareJob, next_job
-from agentloop._core.preserved_state import PreservedStateHook
-from agentloop._core.results import CompactionOutcome, CompactionPlan, CompactionTransition
-from agentloop._core.strategy import strategy_named
-from agentloop._core.tool import Tool
-from agentloop._core.tool_facts import ToolFacts
-from agentloop._core.validation import DEFAULT_MAX_TOKENS
+from agentloop._core.facts.preserved_state import PreservedStateHook
+from agentloop._core.measuring.context import Calibrator, CompactionDecision, TokenCounter
+from agentloop._core.values.messages import ContentBlock, Message, ResponseLike, Usage
+from agentloop._core.values.model import AsyncModel, Model, ModelResponse
+from agentloop._core.values.profile_table import profile_of
+from agentloop._core.values.tool import Tool
+from agentloop._core.values.tool_facts import ToolFacts
+from agentloop._core.values.validation import DEFAULT_MAX_TOKENS
 from agentloop._errors import ConfigurationError
 from agentloop._loop.drive import Runtime, Wiring, adrive, drive
 from agentloop._loop.inputs import Inputs
+from agentloop._loop.next_turn import NextTurn
 
 History = Sequence[Message | Mapping[str, Any] | ResponseLike]
 """A conversation as a loop keeps it: our messages, API dicts, the SDK's responses."""
@@ -86,7 +88,7 @@ class ConversationCompacter(CompactionCore):
                 stacklevel=2,
             )
         if context_window is None:  # (0 is a window given, and refused as invalid)
-            context_window, window_source = _known_window(model_name)
+            context_window, window_source = _known_window(model, model_name)
         output = DEFAULT_MAX_TOKENS if max_output_tokens is None else max_output_tokens
         super().__init__(
             model_name=model_name or "",
@@ -115,6 +117,24 @@ class ConversationCompacter(CompactionCore):
             self.wiring.new_session_id = new_session_id
         self.runtime = Runtime(model=model, wiring=self.wiring)
         self._inputs = Inputs()
+        self.next_turn: NextTurn[Message] = NextTurn()
+        """What the newest compaction carries over but could not place yet (its child ends
+        with a reply): placed after the next user message (:meth:`carried`)."""
+
+    @property
+    def later(self) -> Message | None:
+        """What waits for the next user turn (:attr:`next_turn`), read-only."""
+        return self.next_turn.peek()
+
+    @later.setter
+    def later(self, message: Message | None) -> None:
+        warnings.warn(
+            "setting ConversationCompacter.later is deprecated: use "
+            "compacter.next_turn.hold(message) (or .drop())",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        self.next_turn.hold(message)
 
     @property
     def model(self) -> Model | AsyncModel | None:
@@ -142,7 +162,8 @@ class ConversationCompacter(CompactionCore):
             if self.summarizer is None:
                 self.summarizer = self.runtime.model = model
             if not self._window_given:
-                self.context_window, self.window_source = _known_window(model_name)
+                known = _known_window(self.summarizer, model_name)
+                self.context_window, self.window_source = known
         if not self._output_given:
             self.max_output_tokens = min(max_output_tokens, self.context_window)
 
@@ -207,18 +228,45 @@ class ConversationCompacter(CompactionCore):
         msgs = self.messages_of(messages)
         return self.preparation.accept(job, answer, session_id, msgs, self.prepare_key())
 
+    def steps(
+        self,
+        session_id: str,
+        messages: Sequence[Message | Mapping[str, Any]],
+        *,
+        system: str = "",
+        tools: Sequence[dict[str, Any]] = (),
+        instructions: str | None = None,
+        force: bool = False,
+        decision: CompactionDecision | None = None,
+    ) -> Steps[CompactionOutcome]:
+        """The core's compaction (:meth:`CompactionCore.steps`); what its child carries but
+        cannot place yet (``outcome.later``) waits in :attr:`next_turn` from then on."""
+        outcome = yield from super().steps(
+            session_id,
+            messages,
+            system=system,
+            tools=tools,
+            instructions=instructions,
+            force=force,
+            decision=decision,
+        )
+        if outcome.transition is not None:
+            self.next_turn.hold(outcome.later)
+        return outcome
+
     def carried(self, message: Message) -> list[Message]:
         """``message`` (a new user message) and what the newest compaction carries over but
         could not place when it ran (its child ended with a reply: ``/compact`` between
         turns): a system message after it, or, on a model without them, a text block at its
         end. Just ``[message]`` when nothing waits; what waited is placed once."""
-        later, self.later = self.later, None
+        later = self.next_turn.peek()
         if later is None or message.role != "user":
-            self.later = later
             return [message]
-        if accepts_system_messages(self.model_name):
+        self.next_turn.drop()
+        if self.profile.system_messages:
             return [message, later]
-        return [replace(message, content=(*message.content, *later.content), tokens=None)]
+        joined = (*message.content, *later.content)
+        return [replace(message, content=joined, tokens=None, carried=later.carried)]
 
     def discard_prepared(self, reason: str) -> None:
         """Throw the prepared summary (and what was spent on it) away, counted."""
@@ -227,13 +275,18 @@ class ConversationCompacter(CompactionCore):
     def checkpoint(self) -> Callable[[], None]:
         """What puts this compacter back as it is now, for a compaction worked out and not
         applied (``/compact --review`` dropped): what waits to be carried, the circuit breaker
-        and the summary prepared ahead (usable again), with the counts."""
-        state = (self._last_output, self._breaker_until, self._undone_hold, self.later)
-        preparation = copy.copy(self.preparation)
+        and the summary prepared ahead (usable again), with the counts; and the calibration,
+        which the draft's token counts taught: kept, they would change the figures the next
+        draft's cut and ledger are sized by, so that asking again with other instructions
+        would show another ledger for the same conversation."""
+        state = (self._last_output, self._breaker_until, self._undone_hold)
+        preparation, calibration = copy.copy(self.preparation), self.calibration
+        waiting = self.next_turn.checkpoint()
 
         def restore() -> None:
-            self._last_output, self._breaker_until, self._undone_hold, self.later = state
-            self.preparation = preparation
+            self._last_output, self._breaker_until, self._undone_hold = state
+            self.preparation, self.calibration = preparation, calibration
+            waiting()
 
         return restore
 
@@ -366,7 +419,7 @@ class ConversationCompacter(CompactionCore):
     ) -> CompactionOutcome:
         """Record a compaction the caller's loop had the API write: ``block`` summarizes all of
         ``messages`` (the parent), the child is ``[block]``. What agentloop carries (ledger,
-        preserved state, pins, the latest request) waits in :attr:`later` for the next user
+        preserved state, pins, the latest request) waits in :attr:`next_turn` for the next user
         turn; the child is measured (``count_tokens`` where the model counts), the circuit
         breaker set as after a compaction of agentloop's, ``spent`` is the request's usage."""
         msgs = self.messages_of(messages)
@@ -389,7 +442,7 @@ class ConversationCompacter(CompactionCore):
         refused = self._judge(job, built.measured)  # sets the breaker as after our own
         if refused is not None:  # the loop has swapped already: recorded all the same
             job.warnings.append(refused.replace("kept the conversation as it is", "swapped in"))
-        self.later = built.later
+        self.next_turn.hold(built.later)
         self._estimates.clear()
         self._converted.clear()
         compacted = built.messages
@@ -405,7 +458,7 @@ class ConversationCompacter(CompactionCore):
             compacted_messages=compacted,
             summary=summary,
         )
-        return CompactionOutcome(decision=decision, transition=transition)
+        return CompactionOutcome(decision=decision, transition=transition, later=built.later)
 
 
 def _dicts(tools: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -413,14 +466,16 @@ def _dicts(tools: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return [tool if isinstance(tool, dict) else dict(tool) for tool in tools]
 
 
-def _known_window(model_name: str | None) -> tuple[int, str]:
-    """The model's window from agentloop's table (never a network call; 200k if unknown), and
-    where it came from."""
-    from agentloop._adapters.windows import builtin_limits, default_limits
+def _known_window(model: object, model_name: str | None) -> tuple[int, str]:
+    """The window of the model's profile (``profile_of``: the model adapter's own, else the
+    shipped table; 200k if unknown), and where it came from."""
+    from agentloop._adapters.windows import default_limits
 
     name = model_name or ""
-    limits = builtin_limits(name) or default_limits(name)
-    return limits.context_window, limits.source
+    profile = profile_of(model, name)
+    if profile.context_window is None:
+        return default_limits(name).context_window, "default"
+    return profile.context_window, profile.source
 
 
 def count_within(

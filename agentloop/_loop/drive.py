@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol, TypeVar, cast, runtime_checkable
 
-from agentloop._core.effects import (
+from agentloop._core.compaction.effects import (
     STORE_EFFECTS,
     AppendMessages,
     CallModel,
@@ -31,15 +31,15 @@ from agentloop._core.effects import (
     StartBackground,
     Steps,
 )
-from agentloop._core.model import (
+from agentloop._core.facts.preserved_state import HookOutput, PreservedStateHook
+from agentloop._core.values.model import (
     AsyncModel,
     CountingModel,
     Model,
     ModelResponse,
     TextCallback,
 )
-from agentloop._core.preserved_state import HookOutput, PreservedStateHook
-from agentloop._core.tool import ToolResult
+from agentloop._core.values.tool import ToolResult
 from agentloop._errors import ConfigurationError, StoreWriteError
 from agentloop._loop.background import TaskBackground, ThreadBackground
 from agentloop._sessions import Lease, SessionStore

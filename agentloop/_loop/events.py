@@ -7,10 +7,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentloop._core.context import CompactionDecision
-from agentloop._core.model import ModelResponse
-from agentloop._core.results import CompactionTransition
-from agentloop._core.tool import ToolResult
+from agentloop._core.compaction.results import CompactionTransition
+from agentloop._core.measuring.context import CompactionDecision
+from agentloop._core.values.model import ModelResponse
+from agentloop._core.values.tool import ToolResult
 
 __all__ = ["EventFanOut", "LoopEvents", "TurnResult"]
 

@@ -4,8 +4,8 @@ Compaction cannot cut the newest tool results (the model has not seen them yet),
 results alone overflow the window would end the turn with a refused request. Instead, when the
 API refuses the request and compaction cannot make room, the newest round's largest results are
 shortened for the model — head, tail and the lines that look like errors or locations
-(:func:`agentloop._core.shorten.shorten`), saying how much was left out, in the words of
-:mod:`agentloop._core.round_fit` — and the request is sent again, while the conversation and
+(:func:`agentloop._core.values.shorten.shorten`), saying how much was left out, in the words of
+``_core.compaction.round_fit`` — and the request is sent again, while the conversation and
 the store keep them whole. A result shortened once is
 sent the same way in every later request (the prompt cache keeps working), until a compaction
 replaces it.
@@ -18,18 +18,23 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any, Protocol
 
-from agentloop._core.blocks import Block, ToolResultBlock, is_tool_result
+from agentloop._core.compaction.round_fit import MIN_CHARS, result_text, shortened_result
 from agentloop._core.compaction_core import CompactionCore
-from agentloop._core.messages import ContentBlock, Message
-from agentloop._core.round_fit import MIN_CHARS, result_text, shortened_result
-from agentloop._core.shorten import shorten
+from agentloop._core.values.blocks import Block, ToolResultBlock, is_tool_result
+from agentloop._core.values.messages import ContentBlock, Message, compaction_block
+from agentloop._core.values.shorten import shorten
+from agentloop._errors import AgentloopError
+from agentloop._loop.conversation_compacter import count_within
 from agentloop._loop.events import LoopEvents
 
 __all__ = [
+    "ContextFullError",
     "Shortened",
     "ShorteningLoop",
     "as_sent",
+    "fitting",
     "over_window",
+    "sent_estimate",
     "shorten_newest",
     "shortened_for_model",
 ]
@@ -43,6 +48,49 @@ _REFUSED = (
     re.compile(r"(\d+) tokens? > (\d+)"),  # "prompt is too long: 85252 tokens > 60000 maximum"
     re.compile(r"(\d+) \+ (\d+) > (\d+)"),  # "input length and max_tokens exceed ...: a + b > c"
 )
+
+
+class ContextFullError(AgentloopError):
+    """The conversation no longer fits and compaction is disabled or could not help."""
+
+
+def fitting(
+    compacter: CompactionCore | None,
+    message: Message,
+    system: str,
+    tools: Sequence[dict[str, Any]],
+) -> Message:
+    """``message`` (a new user message) counted; one that alone does not fit the window with
+    ``system`` and ``tools`` is refused before it is kept or sent (no compaction can make room
+    for it). A huge one is refused from its size: counting stops once it is past the window
+    (:func:`count_within`), so its tokens are never all held in memory."""
+    if compacter is None:
+        return message
+    window = compacter.context_window
+    fixed = compacter.fixed_tokens(system, tools)
+    counted, whole = count_within(compacter, message, fixed, window)
+    needs = compacter.calibrate(fixed + counted, 1)
+    if needs > window:
+        about = "about" if whole else "more than"
+        raise ContextFullError(
+            f"this message needs {about} {needs:,} tokens with the system prompt and tools, "
+            f"more than the {window:,}-token window: it was not "
+            "sent — shorten it or send it in parts"
+        )
+    return message.with_tokens(counted) if whole and message.tokens is None else message
+
+
+def sent_estimate(
+    compacter: CompactionCore, messages: Sequence[Message], local: int, fitted: int | None
+) -> int:
+    """What a request of ``messages`` sent by the local estimate, for the calibration: their
+    ``local`` sum with the system prompt and tools, or ``fitted`` when some results went
+    shortened; a server compaction's child counted from its block (the API reads nothing
+    before it)."""
+    sent = local if fitted is None else fitted
+    if len(messages) > 1 and compaction_block(messages[1].content):
+        sent -= compacter.count(messages[0])
+    return sent
 
 
 def as_sent(messages: Sequence[Message], shortened: Shortened) -> tuple[tuple[Message, ...], bool]:

@@ -18,7 +18,7 @@ import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from agentloop._core.messages import Message, merge_consecutive
+from agentloop._core.values.messages import Message, merge_consecutive
 
 NO_USAGE_WARNING_AFTER = 3
 """Assistant dicts without usage appended in a row before the warning is given."""

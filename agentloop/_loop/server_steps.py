@@ -1,79 +1,97 @@
 """Server-side compaction (strategy ``server``) in the loop: the edit a request carries, the
 fall-back to local compaction where the API does not offer it, and the child a pause on the
-API's compaction block becomes. A mixin of :class:`~agentloop.AgentLoop` (its own module so
+API's compaction block becomes. A part :class:`~agentloop.AgentLoop` holds (its own module so
 that the loop's file stays small)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 
-from agentloop._core.effects import Steps
-from agentloop._core.messages import Message
-from agentloop._core.model import (
+from agentloop._core.compaction.effects import Steps
+from agentloop._core.compaction.results import CompactionTransition
+from agentloop._core.compaction.server_compaction import server_compaction_steps
+from agentloop._core.values.messages import Message, compaction_block
+from agentloop._core.values.model import (
     AsyncModel,
     Model,
     ModelRequest,
     ModelResponse,
-    ServerCompactingModel,
     ServerCompaction,
 )
-from agentloop._core.results import CompactionTransition
-from agentloop._core.server_compaction import server_compaction_steps
+from agentloop._core.values.profile_table import profile_of
 from agentloop._loop.conversation_compacter import ConversationCompacter
-from agentloop._loop.events import EventFanOut
+from agentloop._loop.events import LoopEvents
+from agentloop._loop.fit import ContextFullError
 
 
 class ServerSteps:
-    """What the loop does for strategy ``server`` (mixed into :class:`AgentLoop`)."""
+    """What the loop does for strategy ``server``, with the loop's compacter (None: the loop
+    never compacts, and no request carries an edit) and its events."""
 
-    model: Model | AsyncModel
-    model_name: str
-    compacter: ConversationCompacter | None
-    events: EventFanOut
-    session_id: str
-    messages: list[Message]
+    def __init__(self, compacter: ConversationCompacter | None, events: LoopEvents) -> None:
+        self._compacter = compacter
+        self._events = events
 
-    def _apply(self, transition: CompactionTransition, *, emergency: bool) -> Steps[None]:
-        raise NotImplementedError  # the loop's
-
-    def _server_edit(self) -> ServerCompaction | None:
+    def edit(self, messages: Sequence[Message]) -> ServerCompaction | None:
         """The edit a request carries when the API is to compact (strategy ``server``)."""
-        return None if self.compacter is None else self.compacter.request_edit(self.messages)
+        return None if self._compacter is None else self._compacter.request_edit(messages)
 
-    def _check_server_compaction(self) -> None:
+    def check(
+        self, model: Model | AsyncModel, model_name: str, messages: Sequence[Message]
+    ) -> None:
         """A model adapter without server-side compaction (a test double, another provider)
         makes the loop compact locally, once told."""
-        if self._server_edit() is None:
+        if self.edit(messages) is None:
             return
-        model = self.model
-        if not isinstance(model, ServerCompactingModel):
-            self._fall_back(f"the model adapter {type(model).__name__} does not offer it")
-        elif not model.supports_server_compaction(self.model_name):
-            self._fall_back(f"{self.model_name} does not offer it")
+        if not profile_of(model, model_name).server_compaction:
+            self.fall_back(
+                f"the model adapter {type(model).__name__} does not offer it for {model_name}"
+            )
 
-    def _fall_back(self, reason: str) -> None:
-        compacter = self.compacter
-        assert compacter is not None
+    def fall_back(self, reason: str) -> None:
+        """Compact locally (strategy ``auto``) from now on, the user told why."""
+        compacter = self._compacter
+        assert compacter is not None  # only a request that carried an edit falls back
         compacter.settings = replace(compacter.settings, strategy="auto")
-        self.events.on_warning(
+        self._events.on_warning(
             f"server-side compaction is not available: {reason}; compacting locally with "
             "strategy 'auto' instead"
         )
 
-    def _server_compacted(
-        self, request: ModelRequest, response: ModelResponse
-    ) -> Steps[CompactionTransition]:
+    def compacted(
+        self,
+        session_id: str,
+        parent: Sequence[Message],
+        request: ModelRequest,
+        response: ModelResponse,
+        *,
+        again: bool = False,
+    ) -> Steps[CompactionTransition | None]:
         """The API paused on a compaction of what ``request`` sent: the child takes its
-        block, the parent stays whole (see ``_core/server_compaction.py``)."""
-        assert self.compacter is not None
+        block, the parent stays whole (see ``_core/compaction/server_compaction.py``); the
+        loop applies the transition. None when the API wrote no summary (the loop compacts
+        locally from now on). ``again``: it compacted just before, with no reply between:
+        the conversation is still above the trigger, :class:`ContextFullError`."""
+        assert self._compacter is not None
+        summary = compaction_block(response.content)
+        if summary is None or not summary.get("content"):
+            # A failed compaction (null content) is a no-op for the API: nothing of the
+            # parent may be dropped. This conversation compacts here from now on.
+            self.fall_back("the API's compaction failed (it returned no summary)")
+            return None
+        if again:
+            raise ContextFullError(
+                "the API compacted the conversation twice in a row and it is still above the "
+                "trigger; run /compact with instructions to keep less, or start a new session"
+            )
         outcome = yield from server_compaction_steps(
-            self.compacter,
-            session_id=self.session_id,
-            parent=list(self.messages),
+            self._compacter,
+            session_id=session_id,
+            parent=list(parent),
             response=response,
             request=request,
         )
         assert outcome.transition is not None
-        self.events.on_compaction_start(outcome.decision)
-        yield from self._apply(outcome.transition, emergency=False)
+        self._events.on_compaction_start(outcome.decision)
         return outcome.transition

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from agentloop._core.context import Calibrator
-    from agentloop._core.prepared import Preparation
+    from agentloop._core.compaction.prepared import Preparation
+    from agentloop._core.measuring.context import Calibrator
     from agentloop._loop.conversation_compacter import ConversationCompacter
 
 

@@ -1,6 +1,8 @@
-"""What the loop does beyond ``end_turn`` and ``tool_use`` (the API's stop reasons, notes §5),
-and how a session thinks: effort, and ``drop_block`` once the API refused a thinking block
-bound to another conversation (kept for the rest of the session, in its metadata).
+"""What the loop does beyond ``end_turn`` and ``tool_use`` (the API's stop reasons), and how a
+session thinks: effort, and ``drop_block`` once the API refused a thinking block bound to
+another conversation (kept for the rest of the session, in its metadata). The loop holds a
+:class:`SessionThinking` and a :class:`ReplyRoom`; the tool round, the refusal and the repair
+of an interrupted turn are functions it calls.
 
 - ``refusal``: the refused turn leaves the context (it stays stored, with a note).
 - ``max_tokens`` inside a ``tool_use``: the call is never run on its partial input; the same
@@ -12,39 +14,48 @@ bound to another conversation (kept for the rest of the session, in its metadata
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from agentloop._core.blocks import ToolUseBlock, is_tool_result, is_tool_use
-from agentloop._core.effects import CallModel, Effect, RunTool, StartBackground, Steps, perform
-from agentloop._core.messages import ContentBlock, Message
-from agentloop._core.model import (
+from agentloop._core.compaction.effects import (
+    CallModel,
+    Effect,
+    RunTool,
+    StartBackground,
+    Steps,
+    perform,
+)
+from agentloop._core.values.blocks import ToolUseBlock, is_tool_result, is_tool_use
+from agentloop._core.values.messages import ContentBlock, Message
+from agentloop._core.values.model import (
     AsyncModel,
     Model,
     ModelRequest,
     ModelResponse,
-    OutputLimitedModel,
     Thinking,
     reply_max_tokens,
 )
-from agentloop._core.tool import Tool
-from agentloop._core.validation import EFFORT_LEVELS
+from agentloop._core.values.profile_table import profile_of
+from agentloop._core.values.tool import Tool
+from agentloop._core.values.validation import EFFORT_LEVELS
 from agentloop._errors import ConfigurationError
-from agentloop._loop.ahead import Ahead
 from agentloop._loop.conversation_compacter import ConversationCompacter
-from agentloop._loop.drive import Runtime
 from agentloop._loop.events import EventFanOut, LoopEvents
-from agentloop._loop.fit import Shortened, as_sent
+from agentloop._loop.fit import Shortened
 
 __all__ = [
     "THINKING_METADATA_KEY",
+    "ReplyRoom",
     "SessionThinking",
     "StreamedText",
-    "TurnRules",
     "cut_tool_use",
     "grown_max_tokens",
+    "interrupted_turn_answers",
     "refusal_line",
+    "refusal_note",
+    "refused_turn_start",
+    "tool_round",
     "unrun_result",
 ]
 
@@ -62,7 +73,7 @@ UNCALIBRATED_FACTOR = 2
 
 class StreamedText:
     """The ``on_text`` a loop gives its model: text to ``events.on_text``, thinking to
-    ``events.on_thinking`` (a :class:`~agentloop._core.model.ThinkingListener`)."""
+    ``events.on_thinking`` (a :class:`~agentloop._core.values.model.ThinkingListener`)."""
 
     def __init__(self, events: LoopEvents) -> None:
         self.events = events
@@ -96,6 +107,28 @@ class SessionThinking:
         if self.effort is None and not self.drop_block:
             return None
         return Thinking(effort=self.effort, drop_block=self.drop_block)
+
+    def applied_to(self, effect: Effect[Any]) -> Effect[Any]:
+        """``effect`` thinking as the session does, when it is a model request that says
+        nothing of it: a compaction's or a summary's too (effort, and drop_block once needed)."""
+        thinking = self.request_thinking()
+        if thinking is None or not isinstance(effect, CallModel | StartBackground):
+            return effect
+        if effect.request.thinking is not None:
+            return effect
+        return replace(effect, request=replace(effect.request, thinking=thinking))
+
+    def drop_bound_blocks(self, why: str) -> str:
+        """A thinking block sent back was refused as bound to another conversation: from now
+        on every request of this session asks the API to drop such blocks (counted, kept in
+        the session's metadata). The line the user is told."""
+        self.drop_block = True
+        self.binding_retries += 1
+        return (
+            "the API refused a thinking block of this conversation as bound to a different "
+            "one; retrying with drop_block (such blocks are dropped from now on, the model "
+            f"loses that reasoning) — {why}"
+        )
 
     def to_metadata(self) -> dict[str, Any]:
         return {"drop_block": self.drop_block, "binding_retries": self.binding_retries}
@@ -159,103 +192,47 @@ def refusal_note(response: ModelResponse) -> str:
     return f"[refused{f' ({category})' if category else ''}: left out of the conversation]"
 
 
-class TurnRules:
-    """The loop's handling of thinking refusals, refused turns, the reply's room and a tool
-    round (a mixin of :class:`~agentloop.AgentLoop`, which holds the state it names)."""
+class ReplyRoom:
+    """How much room a reply gets: ``max_tokens`` of the next request, and the redo of a reply
+    that ``max_tokens`` cut inside a tool call (held by the loop). ``context`` measures the
+    conversation as the loop holds it (the figure of the last boundary while it stands)."""
 
-    thinking: SessionThinking
-    events: EventFanOut
-    messages: list[Message]
-    model: Model | AsyncModel
-    model_name: str
-    compacter: ConversationCompacter | None
-    system: str
-    tool_definitions: list[dict[str, Any]]
-    tools: dict[str, Tool]
-    max_tokens: int
-    _context_tokens: int | None
-    _max_tokens_once: int | None
-    _ahead: Ahead | None
-    _local_sum: int | None
-    _shortened: Shortened
+    def __init__(
+        self,
+        compacter: ConversationCompacter | None,
+        events: EventFanOut,
+        context: Callable[[], int],
+    ) -> None:
+        self._compacter = compacter
+        self._events = events
+        self._context = context
+        self._once: int | None = None
+        """The ``max_tokens`` of the redo of a reply cut inside a tool call (the next request)."""
 
-    runtime: Runtime
-
-    def _perform(self, effect: Effect[Any]) -> object:
-        """Carry out ``effect`` (the sync driver's), a model request thinking as the session
-        does: a compaction's or a summary's too (effort, and drop_block once needed)."""
-        return self.runtime.perform(self._thinking_as_the_session(effect))
-
-    async def _aperform(self, effect: Effect[Any]) -> object:
-        """The async form of :meth:`_perform`."""
-        return await self.runtime.aperform(self._thinking_as_the_session(effect))
-
-    def _thinking_as_the_session(self, effect: Effect[Any]) -> Effect[Any]:
-        thinking = self.thinking.request_thinking()
-        if thinking is None or not isinstance(effect, CallModel | StartBackground):
-            return effect
-        if effect.request.thinking is not None:
-            return effect
-        return replace(effect, request=replace(effect.request, thinking=thinking))
-
-    def _keep(self, message: Message) -> None:
-        raise NotImplementedError  # the loop's
-
-    def _counted(self, message: Message) -> Message:
-        raise NotImplementedError  # the loop's
-
-    def _flush(self, what: str = "") -> Steps[None]:
-        raise NotImplementedError  # the loop's
-
-    def _drop_invalid_thinking(self, why: str) -> None:
-        """A thinking block sent back was refused as bound to another conversation: from now
-        on every request of this session asks the API to drop such blocks (counted, kept in
-        the session's metadata), and the user is told."""
-        self.thinking.drop_block = True
-        self.thinking.binding_retries += 1
-        self.events.on_warning(
-            "the API refused a thinking block of this conversation as bound to a different "
-            "one; retrying with drop_block (such blocks are dropped from now on, the model "
-            f"loses that reasoning) — {why}"
-        )
-
-    def _refused(self, response: ModelResponse) -> Steps[None]:
-        """A refusal: the refused turn leaves the context (from the user's message that began
-        it), the store keeps it with a note in the reply's place, the user is told."""
-        last = len(self.messages) - 1
-        start = next((i for i in range(last, -1, -1) if _is_prompt(self.messages[i])), 0)
-        self._keep(Message.assistant(refusal_note(response)))
-        yield from self._flush("the refused turn was not saved")
-        if self._ahead is not None:  # what it covers is about to change
-            yield from self._ahead.cancel("a refused turn left the conversation")
-        self.messages = self.messages[:start]
-        self._local_sum = None
-        self.events.on_warning(refusal_line(response))
-
-    def _redo_larger(self, request: ModelRequest, response: ModelResponse) -> bool:
+    def redo_larger(
+        self, request: ModelRequest, response: ModelResponse, model: Model | AsyncModel
+    ) -> bool:
         """Whether a reply that ``max_tokens`` cut inside a tool call is asked again, with a
         larger ``max_tokens`` (where the model and the window leave room for one)."""
         if response.stop_reason != "max_tokens":
             return False
-        self._max_tokens_once = grown_max_tokens(request.max_tokens, self._room())
-        if self._max_tokens_once is None:
+        self._once = grown_max_tokens(request.max_tokens, self.room(model, request.model))
+        if self._once is None:
             return False
-        self.events.on_reply_incomplete(
+        self._events.on_reply_incomplete(
             f"the reply reached max_tokens ({request.max_tokens:,}) inside a tool call"
         )
         return True
 
-    def _room(self) -> int | None:
+    def room(self, model: Model | AsyncModel, model_name: str) -> int | None:
         """The most ``max_tokens`` a request may carry now: the model's limit, within what the
         window leaves beside the context measured last (None: neither is known)."""
-        model, compacter = self.model, self.compacter
-        cap = None
-        if isinstance(model, OutputLimitedModel):
-            cap = model.max_reply_tokens(self.model_name)
+        compacter = self._compacter
+        cap = profile_of(model, model_name).max_output_tokens
         if compacter is None:
             return cap
         window = compacter.context_window
-        context = self._measured_context(compacter)
+        context = self._context()
         calibration = compacter.calibration
         if calibration is not None and not calibration.samples:
             # No request counted yet: the local estimate may be far under the API's count (it
@@ -265,64 +242,81 @@ class TurnRules:
         room = window - context - max(256, window // 50)  # a margin
         return room if cap is None else min(cap, room)
 
-    def _measured_context(self, compacter: ConversationCompacter) -> int:
-        if self._context_tokens is None:
-            decision = compacter.should_compact(
-                self.messages, system=self.system, tools=self.tool_definitions
-            )
-            self._context_tokens = decision.usage.tokens
-        return self._context_tokens
-
-    def _reply_tokens(self) -> int:
-        """``max_tokens`` of the next request: the reply reserve for a model that does not
+    def reply_tokens(self, model: Model | AsyncModel, model_name: str, reserve: int) -> int:
+        """``max_tokens`` of the next request: the reply ``reserve`` for a model that does not
         say its limit; otherwise its limit, within the room the window leaves."""
-        once, self._max_tokens_once = self._max_tokens_once, None
+        once, self._once = self._once, None
         if once is not None:
             return once
-        model = self.model
-        if not isinstance(model, OutputLimitedModel):
-            return self.max_tokens
-        cap = model.max_reply_tokens(self.model_name)
-        room = self._room()
-        return reply_max_tokens(self.max_tokens, cap, window=room, context=0)
+        cap = profile_of(model, model_name).max_output_tokens
+        if cap is None:
+            return reserve
+        return reply_max_tokens(reserve, cap, window=self.room(model, model_name), context=0)
 
-    def _tool_round(self, calls: Sequence[ToolUseBlock], cut: str | None) -> Steps[int]:
-        """Run the reply's tool calls (never the one ``cut`` inside: it is answered as not
-        run) and keep their results; how many ran."""
-        run = 0
-        blocks: list[ContentBlock] = []
-        for call in calls:
-            if call["id"] == cut:
-                blocks.append(unrun_result(cut))
-                continue
-            name = str(call.get("name"))
-            tool_input = dict(call.get("input") or {})
-            self.events.on_tool_call(name, tool_input)
-            tool_result = yield from perform(
-                RunTool(self.tools.get(name), name, str(call["id"]), tool_input)
-            )
-            self.events.on_tool_result(name, tool_input, tool_result)
-            block: ContentBlock = {
-                "type": "tool_result",
-                "tool_use_id": call["id"],
-                "content": list(tool_result.blocks) or tool_result.content or "(no output)",
-            }
-            if tool_result.whole is not None:  # stored whole, sent shortened (``fit.py``)
-                block["content"] = tool_result.whole
-                self._shortened[str(call["id"])] = tool_result.content
-            if tool_result.is_error:
-                block["is_error"] = True
-            blocks.append(block)
-            run += 1
-        message = Message("user", tuple(blocks))
-        sent = self._counted(as_sent([message], self._shortened)[0][0])  # measured as sent
-        self._keep(message if sent.tokens is None else message.with_tokens(sent.tokens))
-        return run
 
-    def send_shortened(self, results: Mapping[str, str]) -> None:
-        """Send these tool results (by ``tool_use_id``) as given while the session keeps them
-        whole: a resumed session's results that were shortened when they came."""
-        self._shortened.update(results)
+def tool_round(
+    calls: Sequence[ToolUseBlock],
+    cut: str | None,
+    tools: Mapping[str, Tool],
+    events: LoopEvents,
+    shortened: Shortened,
+) -> Steps[tuple[Message, int]]:
+    """Run the reply's tool calls (never the one ``cut`` inside: it is answered as not run);
+    the message of their results, stored whole (what goes shortened to the model is noted in
+    ``shortened``), and how many ran."""
+    run = 0
+    blocks: list[ContentBlock] = []
+    for call in calls:
+        if call["id"] == cut:
+            blocks.append(unrun_result(cut))
+            continue
+        name = str(call.get("name"))
+        tool_input = dict(call.get("input") or {})
+        events.on_tool_call(name, tool_input)
+        tool_result = yield from perform(
+            RunTool(tools.get(name), name, str(call["id"]), tool_input)
+        )
+        events.on_tool_result(name, tool_input, tool_result)
+        block: ContentBlock = {
+            "type": "tool_result",
+            "tool_use_id": call["id"],
+            "content": list(tool_result.blocks) or tool_result.content or "(no output)",
+        }
+        if tool_result.whole is not None:  # stored whole, sent shortened (``fit.py``)
+            block["content"] = tool_result.whole
+            shortened[str(call["id"])] = tool_result.content
+        if tool_result.is_error:
+            block["is_error"] = True
+        blocks.append(block)
+        run += 1
+    return Message("user", tuple(blocks)), run
+
+
+def refused_turn_start(messages: Sequence[Message]) -> int:
+    """Where the turn a refusal ends began: its user message that says something."""
+    last = len(messages) - 1
+    return next((i for i in range(last, -1, -1) if _is_prompt(messages[i])), 0)
+
+
+def interrupted_turn_answers(messages: Sequence[Message]) -> list[Message]:
+    """What makes a history ready for a new user message after an interrupted or failed turn:
+    answers to tool calls left pending and a reply closing a user message left without one,
+    so the roles keep alternating (the history itself is kept, never dropped)."""
+    if not messages:
+        return []
+    answers: list[Message] = []
+    last = messages[-1]
+    pending = last.tool_use_ids if last.role == "assistant" else []
+    if pending:
+        unknown = "interrupted: the tool may have run; its result is unknown"
+        results = tuple(
+            {"type": "tool_result", "tool_use_id": tool_id, "content": unknown, "is_error": True}
+            for tool_id in pending
+        )
+        answers.append(Message("user", results))
+    if (answers[-1] if answers else last).role in ("user", "system"):
+        answers.append(Message.assistant("[no reply: the previous turn was interrupted or failed]"))
+    return answers
 
 
 def _is_prompt(message: Message) -> bool:

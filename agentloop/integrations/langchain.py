@@ -46,6 +46,7 @@ from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.types import Command
 
 from agentloop import (
+    ON_DEMAND_COMPACTION_BETA,
     AnthropicModel,
     AsyncModel,
     CompactionSettings,
@@ -312,7 +313,7 @@ def _sent(request: ModelRequest[Any], compacted: list[AnyMessage] | None) -> Mod
     settings = dict(request.model_settings)
     model_betas = getattr(request.model, "betas", None) or []
     betas = [*model_betas, *(settings.get("betas") or [])]
-    settings["betas"] = [*dict.fromkeys([*betas, COMPACTION_BETA])]
+    settings["betas"] = [*dict.fromkeys([*betas, ON_DEMAND_COMPACTION_BETA])]
     return request.override(messages=messages, model_settings=settings)
 
 
@@ -345,8 +346,6 @@ _THINKING_FIELDS = {
     "redacted_thinking": ("type", "data"),
 }
 COMPACTION = "compaction"
-COMPACTION_BETA = "compact-2026-09-04"
-"""The API's beta for on-demand compaction, needed on every request that carries its block."""
 
 
 def _blocks(content: str | list[str | dict[Any, Any]]) -> list[dict[str, Any]]:

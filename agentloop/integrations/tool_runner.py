@@ -3,7 +3,7 @@
 .. code-block:: python
 
     compaction = RunnerCompaction(store=open_store(path), context_window=200_000)
-    runner = client.beta.messages.tool_runner(..., betas=["compact-2026-09-04"])
+    runner = client.beta.messages.tool_runner(..., betas=[ON_DEMAND_COMPACTION_BETA])
     for message in compaction.follow(runner):  # the runner's own items, unchanged
         ...
 
@@ -27,6 +27,7 @@ with (kept thinking is bound to them).
 from __future__ import annotations
 
 import asyncio
+import warnings
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, cast
@@ -34,6 +35,7 @@ from typing import TYPE_CHECKING, Any, cast
 import anthropic
 
 from agentloop import (
+    ON_DEMAND_COMPACTION_BETA,
     CompactionDecision,
     CompactionSettings,
     CompactionTransition,
@@ -54,13 +56,8 @@ from agentloop.integrations._engine import Conversation, Engine, ModelFacts
 if TYPE_CHECKING:
     from anthropic.types.beta import BetaMessageParam
 
-__all__ = ["COMPACTION_BETA", "PREFIX_KEY", "RunnerCompaction"]
+__all__ = ["PREFIX_KEY", "RunnerCompaction"]
 
-COMPACTION_BETA = "compact-2026-09-04"
-"""The API's on-demand compaction beta, which ``compact_before_next_turn()`` needs."""
-CARRIED = "Context carried over from before the compaction (agentloop"
-"""How agentloop's carried message opens."""
-PINNED_SYSTEM = "[pinned system message]"
 PENDING_KEY = "runner_carried"
 """A session's metadata key for what its compaction carries while it waits for a user turn."""
 PREFIX_KEY = "runner_prefix"
@@ -177,10 +174,10 @@ class _Watch:
         params = runner._params
         self.model = str(params["model"])
         betas = [str(b) for b in params.get("betas") or ()]
-        if COMPACTION_BETA not in betas:
+        if ON_DEMAND_COMPACTION_BETA not in betas:
             raise ConfigurationError(
-                f'RunnerCompaction needs the runner built with betas=["{COMPACTION_BETA}"] '
-                "(compact_before_next_turn() requires it)"
+                "RunnerCompaction needs the runner built with "
+                f'betas=["{ON_DEMAND_COMPACTION_BETA}"] (compact_before_next_turn() requires it)'
             )
         self.system_sent = _plain(params.get("system", ""))
         self.tools_sent = [_plain(tool) for tool in params.get("tools") or ()]
@@ -299,7 +296,7 @@ class _Watch:
         compaction carries, while it still waits for a user turn (a resume places it)."""
         self.conversation.sync(self.history(), closed_only=False)
         self._write_prefix()
-        later, store = self.compacter.later, self.owner.engine.store
+        later, store = self.compacter.next_turn.peek(), self.owner.engine.store
         if later is not None and store is not None and self.conversation.stored():
             store.update_session(
                 self.conversation.session_id, metadata={PENDING_KEY: _param(later)}
@@ -307,11 +304,12 @@ class _Watch:
 
     def _pending_from_store(self) -> None:
         store = self.owner.engine.store
-        if self.compacter.later is not None or store is None or not self.conversation.stored():
+        waiting = self.compacter.next_turn.peek()
+        if waiting is not None or store is None or not self.conversation.stored():
             return
         pending = store.get_session(self.conversation.session_id).metadata.get(PENDING_KEY)
         if isinstance(pending, Mapping):
-            self.compacter.later = Message.from_param(pending)
+            self.compacter.next_turn.hold(Message.from_param(pending))
 
     def _adopt(self, message: Any) -> None:
         block = next((b for b in message.content if b.type == "compaction"), None)
@@ -351,7 +349,7 @@ class _Watch:
         ``tools`` (the tool results it appends), else the history's last message. Placed
         once; it waits while there is no user turn to follow."""
         compacter = self.compacter
-        later = compacter.later
+        later = compacter.next_turn.peek()
         if later is None:
             return None
         placed = compacter.carried(Message.user("-"))  # the model's rule, from the core
@@ -363,9 +361,10 @@ class _Watch:
         if len(placed) == 2:  # a system message after the user turn
             param = _param(later)
             self.thread.append(param)
-            return self._convert(param, first=False)
+            self.converted[id(param)] = (param, later)  # read back as it is: with its parts
+            return later
         if tools is None:  # no system messages on this model, and no turn of ours to extend
-            compacter.later = later
+            compacter.next_turn.hold(later)
             return None
         tools["content"].extend(dict(b) for b in later.content)  # before the runner sends it
         return None
@@ -435,7 +434,7 @@ class _Counter:
         kwargs: dict[str, Any] = {
             "model": request.model,
             "messages": to_params(request.messages),
-            "betas": [COMPACTION_BETA],
+            "betas": [ON_DEMAND_COMPACTION_BETA],
         }
         if request.system:
             kwargs["system"] = request.system
@@ -449,14 +448,13 @@ def _no_summarizer() -> Any:
 
 
 def _restated(message: Message) -> Message:
-    """A system message of the caller's (project instructions, a rule) as one whose text
-    the core restates after the compaction, as it restates a pinned message: the API's
-    summary drops what system messages said. agentloop's own carried message (restated from
-    its parts) and the runner's tool changes (the block records them) stay as they are."""
-    text = message.text
-    if message.role != "system" or not text.strip() or text.startswith(CARRIED):
+    """A system message of the caller's (project instructions, a rule) pinned, so the core
+    restates it after the compaction (the API's summary drops what system messages said).
+    agentloop's own carried message (the core restates it from its parts) and the runner's
+    tool changes (no text: the block records them) stay as they are."""
+    if message.role != "system" or not message.text.strip() or message.carried is not None:
         return message
-    return Message.system(f"{PINNED_SYSTEM}\n{text}")
+    return replace(message, pinned=True)
 
 
 def _usage(usage: Any) -> Usage:
@@ -492,3 +490,16 @@ def _system_text(system: Any) -> str:
 
 def _param(message: Message) -> dict[str, Any]:
     return {"role": message.role, "content": [dict(block) for block in message.content]}
+
+
+def __getattr__(name: str) -> Any:
+    # The beta's name before it was defined once, for agentloop (kept for callers).
+    if name == "COMPACTION_BETA":
+        warnings.warn(
+            "agentloop.integrations.tool_runner.COMPACTION_BETA is deprecated: use "
+            "agentloop.ON_DEMAND_COMPACTION_BETA",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return ON_DEMAND_COMPACTION_BETA
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

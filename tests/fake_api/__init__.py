@@ -24,7 +24,7 @@ or chunked, between events or inside one, FIN or RST), one that ends without ``m
 a stall bounded in time, bytes injected as they are (:func:`injected_reply`,
 :func:`error_event_reply`); error sequences are queues of :class:`ErrorReply`.
 
-The API of late 2026 (issue 27, notes ``api-thinking-and-compaction.md``):
+The API of late 2026:
 
 - Thinking (:mod:`fake_api.thinking`): the 5.x models (``claude-sonnet-5-5``,
   ``claude-opus-5-5``, ``claude-haiku-5-5``, any ``claude-*-5-*``, Fable/Mythos) think by
@@ -45,14 +45,14 @@ The API of late 2026 (issue 27, notes ``api-thinking-and-compaction.md``):
 - On-demand compaction (:mod:`fake_api.ondemand`, beta ``compact-2026-09-04``): the signed
   block, its errors with ``error.details.error_code``, the kept-turn rule;
   :meth:`FakeAnthropicServer.fail_next_compactions` injects failures.
-- The Models API answers ``capabilities`` (:mod:`fake_api.model_facts`); stop reasons on demand:
+- The Models API answers ``capabilities`` (:mod:`fake_api.model_facts`) and each model's
+  ``lifecycle``, ``deprecated_at`` and ``retires_at`` (``ModelSpec``); stop reasons on demand:
   :func:`pause_reply`, :func:`refusal_reply`, :func:`context_exceeded_reply`,
   :func:`cut_tool_reply`.
 - Every request refused by these rules is recorded in ``server.violations`` (and
   ``server.refusals``) unless the test called ``server.expect_refusals()``.
 
-Rules it enforces, by the docs page they come from (``platform.claude.com/docs/en/...``; the
-notes ``api-thinking-and-compaction.md`` restate them, section 6 is the checklist). Each is a
+Rules it enforces, by the docs page they come from (``platform.claude.com/docs/en/...``). Each is a
 400 ``invalid_request_error`` (with ``error.details.error_code`` where the docs give one)
 unless said otherwise:
 

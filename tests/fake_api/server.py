@@ -57,6 +57,12 @@ class ModelSpec:
     max_tokens: int | None = 64_000
     display_name: str | None = None
     created_at: str = "2025-09-29T00:00:00Z"
+    lifecycle: str = "active"
+    """``active``, ``deprecated`` or ``retired`` (the SDK's ``ModelInfo.lifecycle``)."""
+    deprecated_at: str | None = None
+    """RFC 3339: the most recent deprecation; set for ``deprecated`` and ``retired`` models."""
+    retires_at: str | None = None
+    """RFC 3339: the scheduled retirement; None while ``active`` or none is scheduled."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -64,7 +70,9 @@ class ModelSpec:
             "id": self.id,
             "display_name": self.display_name or self.id,
             "created_at": self.created_at,
-            "lifecycle": "active",
+            "lifecycle": self.lifecycle,
+            "deprecated_at": self.deprecated_at,
+            "retires_at": self.retires_at,
             "max_input_tokens": self.max_input_tokens,
             "max_tokens": self.max_tokens,
         }

@@ -139,7 +139,7 @@ def check_notices(run: Run, store: SessionStore, workspace: Path) -> list[str]:
         assert entry.messages_before == count
         assert entry.tokens_before == int(notice["before"].strip("~").replace(",", ""))
         assert entry.tokens_after == int(notice["after"].strip("~").replace(",", ""))
-        # The child opens with the compacted prefix, or the API's own summary (issue 27).
+        # The child opens with the compacted prefix, or the API's own summary.
         first = store.get_messages(child.id)[0]
         if first.role == "assistant":
             assert [block["type"] for block in first.content] == ["compaction"]

@@ -22,11 +22,11 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from agentloop._core.blocks import tool_result_text
+from agentloop._core.compaction.results import CompactionOutcome
 from agentloop._core.compaction_core import CompactionSettings
-from agentloop._core.messages import ContentBlock, Message, Usage
-from agentloop._core.model import ModelRequest, ModelResponse, TextCallback
-from agentloop._core.results import CompactionOutcome
+from agentloop._core.values.blocks import tool_result_text
+from agentloop._core.values.messages import ContentBlock, Message, Usage
+from agentloop._core.values.model import ModelRequest, ModelResponse, TextCallback
 from agentloop._loop.conversation_compacter import ConversationCompacter
 from agentloop._loop.drive import drive
 from agentloop.testing import summary_input

@@ -27,8 +27,8 @@ from agentloop import (
     ModelResponse,
     to_params,
 )
-from agentloop._core.context import CompactionDecision
-from agentloop._core.summary import SUMMARIZER_SYSTEM, SUMMARY_REQUEST_OPENING
+from agentloop._core.compaction.summary import SUMMARIZER_SYSTEM, SUMMARY_REQUEST_OPENING
+from agentloop._core.measuring.context import CompactionDecision
 from sessions import Lease, NewMessage, Session, SqliteSessionStore, StoredMessage
 from sessions._sql_store import SqlSessionStore
 
@@ -116,7 +116,7 @@ API_SUMMARY_START = "Summary by the server of"
 
 def api_summary(body: Mapping[str, Any]) -> str | None:
     """The API's summary a request opens with (the content of the compaction block alone in its
-    first message, an assistant one), or None when it does not open with one (issue 27)."""
+    first message, an assistant one), or None when it does not open with one."""
     messages = body.get("messages") or []
     first = messages[0] if messages else {}
     content = first.get("content")

@@ -215,6 +215,30 @@ def launch(fake_api: FakeAnthropicServer, workspace: Path) -> Iterator[Callable[
         terminal.close()
 
 
+def resize(term: Terminal, columns: int, rows: int = 30) -> None:
+    """The terminal's new size, as a window manager sets it (the program gets SIGWINCH)."""
+    fcntl.ioctl(term.master, termios.TIOCSWINSZ, struct.pack("HHHH", rows, columns, 0, 0))
+
+
+def pipe_run(
+    fake_api: FakeAnthropicServer, workspace: Path, stdin: str, *args: str
+) -> subprocess.CompletedProcess[str]:
+    """``agentloop ARGS`` with stdin a pipe (no terminal), against the test server."""
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    env.update(
+        ANTHROPIC_BASE_URL=fake_api.base_url, ANTHROPIC_API_KEY="test-key", PYTHONPATH=str(REPO)
+    )
+    return subprocess.run(
+        [sys.executable, "-m", "agentloop", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        cwd=workspace,
+        env=env,
+        timeout=TIMEOUT,
+    )
+
+
 @pytest.fixture
 def piped(
     fake_api: FakeAnthropicServer,

@@ -28,10 +28,10 @@ from agentloop import (
     LoopEvents,
     ToolResult,
 )
-from agentloop._core.blocks import tool_result_text
-from agentloop._core.cache import CacheMode
-from agentloop._core.results import CompactionTransition
-from agentloop._core.summary import SUMMARIZER_SYSTEM
+from agentloop._core.compaction.results import CompactionTransition
+from agentloop._core.compaction.summary import SUMMARIZER_SYSTEM
+from agentloop._core.measuring.cache import CacheMode
+from agentloop._core.values.blocks import tool_result_text
 from support.loop_scripts import is_summary_request
 
 MODEL = "claude-sonnet-4-6"
