@@ -2,7 +2,8 @@
 
     python benchmarks/bench_startup.py [--runs 5] [--sessions 10000] [--messages 10000]
 
-Measured in one run, beside a bare `python -c "import anthropic"`:
+Measured in one run, beside a bare `python -c "import anthropic"` (and, for `--help`, a bare
+`python -c "pass"`):
 
 - time to first request for `agentloop -p hi`: from starting the process to the fake Messages
   API (on 127.0.0.1) receiving the conversation request, and how long the process takes to exit
@@ -202,6 +203,10 @@ def main() -> None:
         with FakeAnthropicServer(handler=FirstRequest()) as server:
             prompt = [time_to_prompt(home, work, server.base_url) for _ in range(args.runs)]
         rows.append(("agentloop (interactive): time to the prompt", median_ms(prompt), "-"))
+        bare = [
+            wall([sys.executable, "-c", "pass"], environment(home), work) for _ in range(args.runs)
+        ]
+        rows.append(('python -c "pass" (the interpreter alone)', median_ms(bare), "-"))
         helped = [wall([*AGENTLOOP, "--help"], environment(home), work) for _ in range(args.runs)]
         rows.append(("agentloop --help", median_ms(helped), "-"))
 

@@ -39,6 +39,7 @@ from agentloop._core.values.validation import DEFAULT_MODEL
 # -- the stdin-driven mode, through the console script ----------------------------------------
 
 
+@pytest.mark.heavy
 def test_console_script_long_run_compacts_with_notices(cli: CLI, workspace: Path) -> None:
     lines = conversation_lines(14)
     replies = [filler(f"answer {n}", 300) for n in range(len(lines))]

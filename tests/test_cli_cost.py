@@ -54,6 +54,7 @@ def bills_of(cli: CLI) -> tuple[list[Bill], list[Bill]]:
     return bills, summaries
 
 
+@pytest.mark.heavy
 def test_a_sixty_turn_session_through_the_cli_is_billed_like_a_cached_agent(cli: CLI) -> None:
     lines = script_coding_session(cli, 60)
     cli.fake_api.context_window = int(WINDOW)

@@ -11,7 +11,7 @@ from support.cli import CLI, WINDOW
 
 from agentloop._cli.cells import cells
 from agentloop._cli.main import main
-from agentloop._cli.repl import help_text
+from agentloop._cli.slash_help import help_text
 
 
 def test_help_lists_the_agents_own_tools(cli: CLI, tmp_path: Path) -> None:

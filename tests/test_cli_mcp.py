@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from fake_api import text_reply, tool_reply
 from support.cli import AGENTLOOP, CLI
 
@@ -118,6 +119,7 @@ def test_no_mcp_and_an_untrusted_workspace_file(cli: CLI, tmp_path: Path) -> Non
     assert quiet.code == 0 and "MCP" not in quiet.err and not pid_file.exists()
 
 
+@pytest.mark.heavy
 def test_ctrl_c_during_an_mcp_call_leaves_nothing_running(cli: CLI, tmp_path: Path) -> None:
     pid_file = tmp_path / "t.pid"
     config = write_config(tmp_path / "servers.json", pid_file)
@@ -149,6 +151,7 @@ def test_ctrl_c_during_an_mcp_call_leaves_nothing_running(cli: CLI, tmp_path: Pa
     assert dead(pid_of(pid_file))
 
 
+@pytest.mark.heavy
 def test_a_crashed_agent_leaves_no_server_running(cli: CLI, tmp_path: Path) -> None:
     pid_file = tmp_path / "t.pid"
     config = write_config(tmp_path / "servers.json", pid_file)

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from fake_api import text_reply, tool_reply, unauthorized
 from support.cli import CLI, WINDOW, _compacted_session
 from support.loop_scripts import filler
@@ -275,6 +276,7 @@ def test_a_failed_turn_of_a_resumed_session_says_it_is_saved(cli: CLI) -> None:
     assert "is saved; continue with `agentloop --resume" in run.err
 
 
+@pytest.mark.heavy
 def test_non_utf8_stdin_is_carried_with_replacement(cli: CLI, workspace: Path) -> None:
     cli.script.add(text_reply("one"), text_reply("two"), text_reply("three"))
     env = dict(os.environ, PYTHONPATH=str(REPO))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import pytest
 from hypothesis import event, given
 from hypothesis import strategies as st
 from support.histories import (
@@ -279,6 +280,7 @@ def check_pruned(
 # -- the compacter, every strategy ---------------------------------------------------------------
 
 
+@pytest.mark.heavy  # hypothesis runs it on many histories: seconds, more under CI
 @given(
     history=histories(),
     summarizer=st.booleans(),

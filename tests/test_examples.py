@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 from fake_api import FakeAnthropicServer, ReplySpec, text_reply, tool_reply
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -48,6 +49,7 @@ def test_custom_tools_example_compacts_and_its_hook_state_travels() -> None:
     assert lines[-1] == "- pears: 21"
 
 
+@pytest.mark.heavy
 def test_hand_written_loop_example_works_with_only_a_base_url() -> None:
     # A compatible server that checks no key: the example sends its stand-in.
     with FakeAnthropicServer(api_key="not-needed") as fake_api:
@@ -93,6 +95,7 @@ READS = (
 )
 
 
+@pytest.mark.heavy
 def test_tool_runner_example_compacts_stores_and_resumes(tmp_path: Path) -> None:
     # The SDK's own runner, offline against our server (a base URL, no key): the files it
     # reads pass the small window's trigger, and a second (async) runner resumes the session.

@@ -113,6 +113,7 @@ def keyed(tmp_path: Path) -> Iterator[Agent]:
     yield from make_agent(tmp_path, api_key=SECRET)
 
 
+@pytest.mark.heavy
 def test_the_api_key_never_reaches_the_context_or_the_store(keyed: Agent) -> None:
     (keyed.workspace / "config.txt").write_text(f"key={SECRET}\ntoken={OTHER_SECRET}\n")
     commands = [
@@ -170,6 +171,7 @@ def no_request_carries(server: FakeAnthropicServer, marker: str) -> None:
         assert marker not in body and len(body) < 1_000_000
 
 
+@pytest.mark.heavy
 def test_a_5mb_line_is_refused_before_sending_and_the_session_goes_on(agent: Agent) -> None:
     agent.script.add(text_reply("before answer"), text_reply("after answer"))
     stdin = b"before\n" + HUGE.encode() + b"\nafter\n"
@@ -249,6 +251,7 @@ def peak_memory_run(agent: Agent, args: list[str], stdin: bytes) -> tuple[int, f
     return process.returncode, max(peaks) / 1024, errors[0].decode("utf-8", "replace")
 
 
+@pytest.mark.heavy
 def test_a_10mb_line_is_refused_from_its_size_in_bounded_memory(agent: Agent) -> None:
     agent.script.add(text_reply("after answer"))
     line = ("lorem ipsum dolor sit amet " * 400_000)[:10_000_000].encode()

@@ -20,6 +20,7 @@ import os
 import socket
 from pathlib import Path
 
+import pytest
 import support.store_contract as store_contract
 from fake_api import FakeAnthropicServer, text_reply
 from support.kill_chains import KINDS, Backend, chains, run_chains
@@ -35,6 +36,7 @@ def backends() -> list[Backend]:
     return ["sqlite", postgres]
 
 
+@pytest.mark.heavy(seconds=30)
 def test_kill_9_at_random_points_leaves_a_sound_store_and_continue_repairs(
     tmp_path: Path,
 ) -> None:
@@ -83,6 +85,7 @@ def test_a_request_cut_short_by_a_kill_is_no_rule_violation_but_a_bad_body_is() 
         assert server.violations == ["request 1: body is not valid JSON"]
 
 
+@pytest.mark.heavy
 def test_a_forked_run_is_the_console_script_run_it_replaces(tmp_path: Path) -> None:
     # The suite forks most runs from a zygote that imported the console script once: the same
     # run as an exec of the script (output, exit code, the store in the run's own home, what

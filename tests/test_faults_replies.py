@@ -63,6 +63,7 @@ def test_a_malformed_stream_is_a_broken_reply_at_the_adapter(
     assert "".join(shown) == PARTIAL  # what came before the fault was shown, and only that
 
 
+@pytest.mark.heavy
 def test_each_new_fault_is_withdrawn_asked_again_and_the_session_goes_on(cli: CLI) -> None:
     release = threading.Event()
     cli.script.add(

@@ -34,6 +34,7 @@ def _answer(body: dict[str, Any]) -> ReplySpec:
     return text_reply("Renamed it and ran the tests. " * 10)
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize(
     ("module", "framework"), [("langchain", "langchain_anthropic"), ("pydantic_ai", "pydantic_ai")]
 )

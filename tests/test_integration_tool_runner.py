@@ -389,6 +389,7 @@ def test_a_compaction_the_caller_asks_for_at_the_end_carries_into_the_resumed_se
     assert "runner_carried" not in store.get_session(resumed.session_id).metadata
 
 
+@pytest.mark.heavy
 def test_the_readme_snippet_runs_as_written(tmp_path: Path) -> None:
     blocks: list[str] = re.findall(r"```py\n(.*?)```", README.read_text(), flags=re.S)
     (snippet,) = [b for b in blocks if "agentloop.integrations.tool_runner import" in b]

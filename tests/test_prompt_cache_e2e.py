@@ -47,6 +47,7 @@ def system_text(body: dict[str, Any]) -> str:
     return "".join(b.get("text", "") for b in system) if isinstance(system, list) else system
 
 
+@pytest.mark.heavy
 def test_a_replayed_coding_session_is_billed_like_a_cached_agent(
     server: FakeAnthropicServer,
 ) -> None:
@@ -86,6 +87,7 @@ def test_a_replayed_coding_session_is_billed_like_a_cached_agent(
         assert first in transition.compacted_messages[0].content[0]["text"]
 
 
+@pytest.mark.heavy
 def test_consecutive_turns_read_the_previous_prefix_and_a_child_reads_tools_and_system(
     server: FakeAnthropicServer,
 ) -> None:
@@ -121,6 +123,7 @@ def test_consecutive_turns_read_the_previous_prefix_and_a_child_reads_tools_and_
     assert checked["children"] >= 1 and checked["turns"] >= 20
 
 
+@pytest.mark.heavy
 def test_caching_only_the_system_prompt_pays_full_price_for_the_history(
     server: FakeAnthropicServer,
 ) -> None:
@@ -134,6 +137,7 @@ def test_caching_only_the_system_prompt_pays_full_price_for_the_history(
     assert run.ratio > 0.5
 
 
+@pytest.mark.heavy
 def test_another_summary_model_summarizes_a_transcript_and_says_what_it_read(
     server: FakeAnthropicServer,
 ) -> None:

@@ -6,9 +6,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import pytest
 from fake_api import text_reply
 from support.cli import CLI
 from support.pty import Terminal, launch
+
+pytestmark = pytest.mark.heavy  # every test runs the agent in a terminal
 
 __all__ = ["launch"]  # the pty fixture, used here
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
+import pytest
 from fake_api import text_reply
 from support.cli import CLI, conversation_lines
 from support.loop_scripts import SUMMARY, filler
@@ -15,6 +16,8 @@ from support.pty import ANSI, Terminal, launch
 
 from agentloop._cli.cells import cells
 from agentloop._cli.compact_review import ABORTED, AGAIN, QUESTION
+
+pytestmark = pytest.mark.heavy  # every test runs the agent in a terminal
 
 __all__ = ["launch"]  # the pty fixture, used here
 

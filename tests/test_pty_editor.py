@@ -9,6 +9,8 @@ import pytest
 from fake_api import text_reply
 from support.pty import Model, Terminal, launch, model, workspace
 
+pytestmark = pytest.mark.heavy  # every test runs the agent in a terminal
+
 __all__ = ["launch", "model", "workspace"]  # the pty fixtures, used here
 
 pytest.importorskip("prompt_toolkit")

@@ -10,7 +10,10 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from support.pty import Model, Terminal
+
+pytestmark = pytest.mark.heavy  # every test runs the agent in a terminal
 
 SERVER = Path(__file__).parent / "support" / "mcp_test_server.py"
 

@@ -8,12 +8,15 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
+import pytest
 from fake_api import text_reply
 from support.cli import CLI
 from support.loop_scripts import filler
 from support.pty import ANSI, Terminal, launch
 
 from agentloop._cli.compact_review import QUESTION
+
+pytestmark = pytest.mark.heavy  # every test runs the agent in a terminal
 
 __all__ = ["launch"]  # the pty fixture, used here
 

@@ -5,14 +5,15 @@ columns."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 
 import pytest
-from fake_api import FakeAnthropicServer, text_reply
+from fake_api import text_reply
 from support.cli import CLI
-from support.pty import ANSI, Model, Terminal, launch, model, pipe_run, workspace
+from support.pty import ANSI, Model, Terminal, launch, model, workspace
 
 from agentloop._cli.cells import cells
+
+pytestmark = pytest.mark.heavy  # every test runs the agent in a terminal
 
 __all__ = ["launch", "model", "workspace"]  # the pty fixtures, used here
 
@@ -29,14 +30,11 @@ def _visible_lines(raw: str) -> list[str]:
 
 
 def test_resume_without_an_id_offers_a_picker(
-    launch: Callable[..., Terminal],
-    model: Model,
-    fake_api: FakeAnthropicServer,
-    workspace: Path,
+    launch: Callable[..., Terminal], model: Model, piped: Callable[..., str]
 ) -> None:
     for topic in ("the older topic", "the newer topic"):
         model.replies.append(text_reply(f"about {topic}"))
-        assert pipe_run(fake_api, workspace, f"{topic}\n").returncode == 0
+        piped(f"{topic}\n")
     from sessions import open_store
 
     with open_store() as store:

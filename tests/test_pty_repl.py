@@ -8,25 +8,23 @@ busy; nothing waits for a guessed amount of time.
 
 from __future__ import annotations
 
-import os
 import re
 import signal
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from fake_api import FakeAnthropicServer, ReplySpec, text_reply, tool_reply
+from fake_api import ReplySpec, text_reply, tool_reply
 from support.cli import CLI
 from support.pty import (
-    REPO,
     TIMEOUT,
     Model,
     Terminal,
 )
+
+pytestmark = pytest.mark.heavy  # every test runs the agent in a terminal
 
 pytest.importorskip("prompt_toolkit")
 
@@ -93,6 +91,7 @@ def test_a_paste_is_one_message_and_newlines_can_be_typed(
         "line one\nline two\nline three",
         "line a\nline b\nline c",
     ]
+    term.prompt()  # before the editor takes the terminal, a Ctrl-D there would be end-of-file
     term.send("\x04")
     assert term.wait() == 0
 
@@ -114,6 +113,7 @@ def test_history_persists_across_runs(launch: Callable[..., Terminal], model: Mo
     again.send("\r")
     again.expect("second answer")
     assert model.last_text() == "remember this line"
+    again.prompt()
     again.send("\x04")
     assert again.wait() == 0
 
@@ -153,35 +153,24 @@ def test_consent_is_not_answered_by_type_ahead_and_the_text_is_kept(
     term.expect("got the next one")
     assert model.last_text() == "next message"
     assert "typed meanwhile is kept" in term.screen
+    term.prompt()
     term.send("\x04")
     assert term.wait() == 0
 
 
-def _seed_conversation(fake_api: FakeAnthropicServer, model: Model, workspace: Path) -> None:
+def _seed_conversation(piped: Callable[..., str], model: Model) -> None:
     """Four stored exchanges in the workspace (via the pipe mode), enough to compact."""
     words = " ".join(f"word{n}" for n in range(100))
     model.replies += [text_reply(f"answer {n} {words}") for n in range(4)]
-    env = dict(os.environ)
-    env.update(ANTHROPIC_BASE_URL=fake_api.base_url, ANTHROPIC_API_KEY="test-key")
-    env["PYTHONPATH"] = str(REPO)
-    done = subprocess.run(
-        [sys.executable, "-m", "agentloop"],
-        input="\n".join(f"request {n} {words}" for n in range(4)) + "\n",
-        capture_output=True,
-        text=True,
-        cwd=workspace,
-        env=env,
-        timeout=TIMEOUT,
-    )
-    assert done.returncode == 0, done.stderr
+    piped("\n".join(f"request {n} {words}" for n in range(4)) + "\n")
     model.requests.clear()
     model.summary_started.clear()
 
 
 def test_ctrl_c_during_compact_stops_the_spinner_and_returns_to_the_prompt(
-    launch: Callable[..., Terminal], model: Model, fake_api: FakeAnthropicServer, workspace: Path
+    launch: Callable[..., Terminal], model: Model, piped: Callable[..., str]
 ) -> None:
-    _seed_conversation(fake_api, model, workspace)
+    _seed_conversation(piped, model)
     release = threading.Event()
     model.summary_release = release
     model.replies.append(text_reply("still here"))
@@ -211,6 +200,7 @@ def test_ctrl_c_during_compact_stops_the_spinner_and_returns_to_the_prompt(
         term.send("are you there?\r")
         term.expect("still here")
         assert model.last_text() == "are you there?"
+        term.prompt()
         term.send("\x04")
         assert term.wait() == 0
         assert "Traceback" not in term.screen

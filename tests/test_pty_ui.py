@@ -15,6 +15,8 @@ from support.cli import CLI
 from support.compacted_runs import OLDER, SMALL, seed_compacted
 from support.pty import TIMEOUT, Model, Terminal, launch, model, pipe_run, workspace
 
+pytestmark = pytest.mark.heavy  # every test runs the agent in a terminal
+
 __all__ = ["launch", "model", "workspace"]  # the pty fixtures, used here
 
 pytest.importorskip("prompt_toolkit")
@@ -76,6 +78,7 @@ def test_the_spinner_shows_the_time_and_how_to_interrupt(
     finally:
         release.set()
     term.expect("finally")
+    term.prompt()
     term.send("\x04")
     assert term.wait() == 0
 
@@ -92,6 +95,7 @@ def test_an_edit_shows_a_compact_diff(
     term.expect("⎿ 1 line added, 1 removed")
     term.expect(r"12 - line 12\s+12 \+ twelve")
     term.expect("edited")
+    term.prompt()
     term.send("\x04")
     assert term.wait() == 0
 

@@ -15,9 +15,11 @@ import pytest
 from fake_api import FakeAnthropicServer, ModelSpec, text_reply, tool_reply
 from support.cli import CLI
 from support.compacted_runs import OLDER, SMALL, seed_compacted
-from support.pty import ANSI, REPO, Model, Terminal, launch, model, pipe_run, resize, workspace
+from support.pty import ANSI, REPO, Model, Terminal, launch, model, resize, workspace
 
 from agentloop._cli.cells import cells
+
+pytestmark = pytest.mark.heavy  # every test runs the agent in a terminal
 
 __all__ = ["launch", "model", "workspace"]  # the pty fixtures
 
@@ -296,14 +298,11 @@ def test_what_the_terminal_prints_is_wrapped_at_words_to_its_width(
 
 
 def test_help_and_tables_fit_the_terminal_in_display_cells(
-    launch: Callable[..., Terminal],
-    model: Model,
-    fake_api: FakeAnthropicServer,
-    workspace: Path,
+    launch: Callable[..., Terminal], model: Model, piped: Callable[..., str]
 ) -> None:
     model.replies.append(text_reply("ok"))
     title = "日本語のとても長いタイトルのメッセージです、よろしくお願いします"
-    assert pipe_run(fake_api, workspace, f"{title}\n").returncode == 0
+    piped(f"{title}\n")
 
     listing = launch("sessions", "list")
     resize(listing, 60)

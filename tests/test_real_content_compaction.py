@@ -216,6 +216,7 @@ def test_every_strategy_gives_a_valid_context(name: str, strategy: str) -> None:
 # Under the trigger as the server counts it
 
 
+@pytest.mark.heavy
 @settings(
     max_examples=12,
     deadline=None,

@@ -7,6 +7,7 @@ import io
 import json
 from collections.abc import Callable
 
+import pytest
 from fake_api import text_reply
 from support.cli import CLI, conversation_lines
 from support.loop_scripts import filler
@@ -28,6 +29,7 @@ def _seed_compacted(cli: CLI, turns: int = 17) -> None:
     assert len(seeded.notices) == 1, seeded.err
 
 
+@pytest.mark.heavy
 def test_context_shows_what_the_last_compaction_left_out(
     cli: CLI, launch: Callable[..., Terminal]
 ) -> None:

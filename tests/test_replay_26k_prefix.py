@@ -174,6 +174,7 @@ def summary_requests(fake: FakeAnthropicServer, script: Replay) -> int:
     return len(compactions) + len(script.summaries)
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("strategy", ["auto", "summarize"])
 def test_a_26k_prefix_session_at_60k_on_sonnet_55_sends_no_refused_request(
     tmp_path: Path, strategy: Any

@@ -147,6 +147,7 @@ def new_store_with_session(path: Path) -> str:
         return store.create_session(model="m", workspace="/w").id
 
 
+@pytest.mark.heavy
 def test_kill_9_while_appending_loses_nothing_committed(tmp_path: Path) -> None:
     """The writer dies wherever it is in the append after its k-th reported commit."""
     rng = random.Random(1122)

@@ -127,6 +127,7 @@ def lineage_turns(store: SessionStore, root: str) -> list[str]:
     return found
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("backend", sorted(store_contract.BACKENDS))
 def test_eight_processes_lose_nothing_and_never_interleave(
     backend: str, tmp_path: Any, request: pytest.FixtureRequest

@@ -32,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 import bench_survival
 
 
+@pytest.mark.heavy
 def test_the_targets_hold_on_the_corpus_after_5_successive_compactions() -> None:
     survival = bench_survival.measure(seeds=(0,), size=120)
     assert survival.compactions >= 5 * 7
@@ -42,6 +43,7 @@ def test_the_targets_hold_on_the_corpus_after_5_successive_compactions() -> None
     assert table.startswith("| fact | kind of fact |") and "| after 5 | todo states |" in table
 
 
+@pytest.mark.heavy
 def test_without_the_ledger_the_measure_sees_the_losses(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(preserved_state, "ledger_fitted", lambda *args, **kwargs: Ledger())
     survival = bench_survival.measure(seeds=(1,), size=90, compactions=2)

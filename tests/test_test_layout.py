@@ -7,6 +7,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 TESTS = Path(__file__).resolve().parent
 HELPER_DIRS = ("support", "fake_api", "transcripts")
 MAX_LINES = 600
@@ -25,6 +27,7 @@ def _imported_test_modules(path: Path) -> list[str]:
     return found
 
 
+@pytest.mark.heavy
 def test_no_test_module_imports_another() -> None:
     imports = [hit for path in sorted(TESTS.rglob("*.py")) for hit in _imported_test_modules(path)]
     assert imports == []

@@ -18,7 +18,6 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from agentloop._core.values.settings import STRATEGIES
 from agentloop._core.values.validation import (
     DEFAULT_MODEL,
     DEFAULT_THRESHOLD,
@@ -32,6 +31,9 @@ if TYPE_CHECKING:
     from agentloop._cli.app import AgentOptions
 
 EXIT_USAGE = 2
+STRATEGY_CHOICES = ("auto", "summarize", "sliding_window", "prune", "server", "none")
+"""``--compaction-strategy``'s choices, the settings' ``STRATEGIES`` (a test holds them equal),
+written out so that ``--help`` loads neither the settings nor ``dataclasses``."""
 COMMANDS = ("sessions", "demo")
 LATEST = object()
 """``--resume`` given without an id: the latest conversation here."""
@@ -89,7 +91,7 @@ def help_width() -> int:
 
 def _epilog(width: int) -> str:
     from agentloop._cli.cells import paragraph, two_columns
-    from agentloop._cli.repl import KEY_ITEMS, SLASH_COMMANDS
+    from agentloop._cli.slash_help import KEY_ITEMS, SLASH_COMMANDS
 
     commands = (
         ("sessions ...", "stored sessions: list, show, search, tree, export, fork, delete, "
@@ -236,7 +238,7 @@ def add_agent_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--compaction-strategy",
-        choices=STRATEGIES,
+        choices=STRATEGY_CHOICES,
         default="auto",
         help="how to compact: auto (prune, then summarize; the default), summarize, "
         "sliding_window, prune, server (the API compacts at the trigger), none",

@@ -1,7 +1,7 @@
 """The read loop: one message per prompt (a terminal) or per line (a pipe), and the slash commands.
 
-Light at import (the slash-command table is plain data, e.g. for ``--help``): the terminal UI,
-the store and the agent are imported where they are used.
+The terminal UI, the store and the agent are imported where they are used. The slash-command
+table and ``/help`` are in :mod:`agentloop._cli.slash_help` (``--help`` lists them too).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from agentloop._cli.mcp_setup import mcp_command
+from agentloop._cli.slash_help import help_text
 from agentloop._core.measuring.figures import token_figure
 from agentloop._errors import AgentloopError
 
@@ -23,47 +24,6 @@ if TYPE_CHECKING:
     from agentloop._cli.compact_review import Dialog
     from agentloop._cli.editor import Reader
     from agentloop._cli.ui import TerminalUI
-
-SLASH_COMMANDS: tuple[tuple[str, str], ...] = (
-    ("/compact [instructions]", "compact the conversation now (instructions guide the summary)"),
-    ("/compact --dry-run", "preview a compaction (and its instructions); writes nothing"),
-    ("/compact --review", "show the summary and the ledger first; then apply, ask again or abort"),
-    ("/undo-compaction", "continue from before the last compaction, in a new branch"),
-    ("/context", "context usage, where compaction triggers, the window and its source"),
-    ("/cost", "tokens and price of this session and of the whole conversation"),
-    ("/clear", "start a fresh conversation (the current one is kept: --resume continues it)"),
-    ("/model [NAME]", "the model; with a NAME, switch to it for the next turns"),
-    ("/sessions", "conversations of this workspace"),
-    ("/mcp", "MCP servers: their state, tools and what their definitions cost"),
-    ("/help", "this help"),
-    ("/exit, /quit", "leave (the session is saved; continue later with --continue)"),
-)
-"""Usage and one line of help for each slash command, in the order ``/help`` lists them."""
-
-TOOLS_HELP = (
-    "The agent's own tools: context_status (how full its context is) and compact_context "
-    "(asks\nfor a compaction at the next safe point; not when compaction is off)."
-)
-KEY_ITEMS = (
-    "Enter sends",
-    "\\ then Enter, or Alt-Enter: a new line",
-    "a paste is one message (a long one shows as [pasted N lines])",
-    "↑ history",
-    "Ctrl-C clears the line (twice on an empty line: quit)",
-    "Ctrl-D quits",
-    "Ctrl-C while the agent works: interrupt",
-)
-
-
-def help_text(width: int | None) -> str:
-    """``/help``, wrapped to ``width`` terminal cells (None: unwrapped)."""
-    from agentloop._cli.cells import joined, paragraph, two_columns
-
-    lines = ["Commands:", *two_columns(SLASH_COMMANDS, width)]
-    lines += joined("Keys: ", KEY_ITEMS, width)
-    lines += paragraph(" ".join(TOOLS_HELP.split()), width)
-    return "\n".join(lines)
-
 
 EXIT_COMMANDS = frozenset({"/exit", "/quit"})
 NOT_SAVED = (

@@ -212,8 +212,10 @@ class FakeAnthropicServer:
         httpd = HTTPServer(("127.0.0.1", 0), RequestHandler)
         httpd.fake = self
         self._httpd = httpd
+        # stop() waits for the serving loop to look at its flag, once per poll interval: 5 ms,
+        # not 50, as every test with a server stops one (an idle wake-up costs microseconds).
         self._thread = threading.Thread(
-            target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+            target=httpd.serve_forever, kwargs={"poll_interval": 0.005}, daemon=True
         )
         self._thread.start()
         return self

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fcntl
+import io
 import os
 import pty
 import re
@@ -19,6 +20,7 @@ from typing import Any
 import pytest
 from fake_api import FakeAnthropicServer, ReplySpec, text_reply
 
+from agentloop._cli.main import main
 from support.loop_scripts import is_summary_request
 
 REPO = Path(__file__).resolve().parents[2]
@@ -235,3 +237,29 @@ def pipe_run(
         env=env,
         timeout=TIMEOUT,
     )
+
+
+@pytest.fixture
+def piped(
+    fake_api: FakeAnthropicServer,
+    workspace: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> Callable[..., str]:
+    """``piped(stdin, *args)``: ``agentloop ARGS`` in the workspace with ``stdin`` piped in, run in
+    this process (``main()``, the model answering as ``model`` scripts it); what it printed.
+    How a test stores the conversations its terminal then shows: the run is not what it tests,
+    and a process of its own would cost a second of CPU or two for the SDK's imports."""
+
+    def run(stdin: str, *args: str) -> str:
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", fake_api.base_url)
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+        monkeypatch.chdir(workspace)
+        monkeypatch.setattr(sys, "stdin", io.StringIO(stdin))
+        capsys.readouterr()
+        code = main(list(args))
+        out, err = capsys.readouterr()
+        assert code == 0, err
+        return out
+
+    return run
