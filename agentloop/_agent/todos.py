@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from agentloop._adapters.own_tool_facts import todo_write_facts
 from agentloop._agent.base import CodingTool, InputError, ToolStateError
+from agentloop._core.values.shorten import one_line
 from agentloop._core.values.tool import ToolResult
 from agentloop._core.values.tool_facts import ToolCall, ToolFact
 
@@ -30,9 +31,9 @@ class TodoItem(BaseModel):
 
     @field_validator("content")
     @classmethod
-    def _one_line(cls, value: str) -> str:
+    def _content_on_one_line(cls, value: str) -> str:
         # Rendered as one markdown list item, so newlines would break the list.
-        text = " ".join(value.split())
+        text = one_line(value)
         if not text:
             raise ValueError("must not be empty")
         return text
