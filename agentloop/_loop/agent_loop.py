@@ -392,12 +392,8 @@ class AgentLoop:
                 yield from self._refused(response)
                 result.stop_reason, result.session_id = REFUSAL, self.session_id
                 return result
-            cut = cut_tool_use(response)
-            if (
-                cut is not None
-                and not regrown
-                and self._reply_room.redo_larger(request, response, self.model)
-            ):
+            cut = cut_tool_use(response)  # a reply cut elsewhere is kept, the user told
+            if self._reply_room.redo(request, response, self.model, cut, regrown=regrown):
                 regrown = True  # never run on partial input: once more, with more room
                 continue
             yield from self._record_reply(response)

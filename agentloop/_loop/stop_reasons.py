@@ -8,6 +8,9 @@ of an interrupted turn are functions it calls.
 - ``max_tokens`` inside a ``tool_use``: the call is never run on its partial input; the same
   request goes once more with a larger ``max_tokens`` where there is room, otherwise the cut
   call is answered with an error result the model reads.
+- ``max_tokens`` elsewhere (thinking, then partial text): the reply is kept as it came and
+  ends the turn, the user told; it goes back unchanged before the next user message (never
+  merged with another reply: its thinking blocks stay as the API produced them).
 - ``pause_turn``: the paused content goes back as it is, nothing compacted in between.
 - ``model_context_window_exceeded``: the reply is kept, the conversation compacts before the
   next request."""
@@ -49,6 +52,7 @@ __all__ = [
     "ReplyRoom",
     "SessionThinking",
     "StreamedText",
+    "cut_reply_line",
     "cut_tool_use",
     "grown_max_tokens",
     "interrupted_turn_answers",
@@ -209,6 +213,25 @@ class ReplyRoom:
         self._once: int | None = None
         """The ``max_tokens`` of the redo of a reply cut inside a tool call (the next request)."""
 
+    def redo(
+        self,
+        request: ModelRequest,
+        response: ModelResponse,
+        model: Model | AsyncModel,
+        cut: str | None,
+        *,
+        regrown: bool,
+    ) -> bool:
+        """Whether the request goes again, with a larger ``max_tokens``: once for a reply cut
+        inside a tool call (``cut``), never run on its partial input. A reply ``max_tokens``
+        cut elsewhere is kept as it came (sent back unchanged, its thinking with it, the
+        user's next message after it, as any reply) and the user is told it is cut."""
+        if cut is None:
+            if response.stop_reason == "max_tokens":
+                self._events.on_warning(cut_reply_line(request.max_tokens))
+            return False
+        return not regrown and self.redo_larger(request, response, model)
+
     def redo_larger(
         self, request: ModelRequest, response: ModelResponse, model: Model | AsyncModel
     ) -> bool:
@@ -252,6 +275,14 @@ class ReplyRoom:
         if cap is None:
             return reserve
         return reply_max_tokens(reserve, cap, window=self.room(model, model_name), context=0)
+
+
+def cut_reply_line(max_tokens: int) -> str:
+    """What the user is told of a reply ``max_tokens`` cut outside a tool call."""
+    return (
+        f"the reply reached max_tokens ({max_tokens:,}) before it finished: it is kept as it "
+        "is; ask the model to go on to have the rest"
+    )
 
 
 def tool_round(

@@ -36,7 +36,7 @@ from fake_api.replies import (
     Reply,
     ReplySpec,
 )
-from fake_api.thinking import add_thinking, cap
+from fake_api.thinking import add_thinking, cap, signed_as_cut
 
 if TYPE_CHECKING:
     import anthropic
@@ -443,7 +443,7 @@ class FakeAnthropicServer:
         elif not reply.usage and reply.output_tokens is None:
             cut = cap(content, body.get("max_tokens"), self.token_factor)
         if cut is not None:
-            content, stop_reason = cut[0], "max_tokens"
+            content, stop_reason = signed_as_cut(self, body, cut[0]), "max_tokens"
             reply = replace(reply, output_tokens=cut[1])
         usage = dict(reply.usage) if reply.usage else self._usage(counted, reply, content)
         with self._lock:

@@ -15,7 +15,9 @@
   a reply's content are kept (signed by the server when they carry no signature).
 - Thinking counts in ``output_tokens`` and against ``max_tokens`` (:func:`cap`): a reply that
   does not fit is cut (after thinking with no text, inside a text, or in a ``tool_use`` whose
-  input is then cut) and stops with ``max_tokens``.
+  input is then cut) and stops with ``max_tokens``. Its thinking blocks are signed as the reply
+  that comes back (:func:`signed_as_cut`): a block cut off was never produced, so sending the
+  cut reply back unchanged is no edit.
 """
 
 from __future__ import annotations
@@ -203,3 +205,32 @@ def cap(
 def _cost(block: Mapping[str, Any], token_factor: float) -> int:
     tally = block_tokens(dict(block), None)
     return math.ceil(tally.text * token_factor) + tally.media  # thinking: a hidden figure
+
+
+def signed_as_cut(
+    fake: FakeAnthropicServer, body: Mapping[str, Any], content: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """``content`` of a reply cut by ``max_tokens`` with each of its signed turns' thinking
+    blocks signed again when some were cut off: place and count those of the reply as it
+    comes back (a block the reply never reached is not one it produced)."""
+    out = [dict(block) for block in content]
+    turns: dict[str, list[tuple[int, dict[str, Any]]]] = {}
+    for index, block in enumerate(out):
+        if block.get("type") not in THINKING_TYPES:
+            continue
+        payload = signing.verify(fake.secret, block.get(_SIGNATURE[block["type"]]))
+        if payload is not None and payload.get("kind") == "thinking":
+            turns.setdefault(str(payload.get("turn")), []).append((index, payload))
+    for turn, blocks in turns.items():
+        if int(blocks[0][1].get("n", 0)) == len(blocks):
+            continue
+        previous = blocks[0][1].get("prev")
+        signer = _Signer(fake, body, turn, None if previous is None else str(previous), 0)
+        for seq, (index, payload) in enumerate(blocks):
+            block = out[index]
+            block["_tokens"] = payload.get("tokens", 0)
+            signer.sign(block, out[:index], seq, len(blocks))
+    return out
+
+
+_SIGNATURE = {"thinking": "signature", "redacted_thinking": "data"}
