@@ -208,17 +208,22 @@ class PostgresConnection:
                 raise StoreError(f"session store {self.location} is closed", location=self.location)
             if self._conn is None or self._conn.closed or self._conn.broken:
                 # The server restarted or the network dropped: connect again.
-                if self._conn is not None:
-                    self._conn.close()
-                self._conn = None
-                conn = self._connect()
-                try:
-                    self._configure(conn)
-                except psycopg.Error as error:
-                    conn.close()
-                    raise self._map(error) from None
-                self._conn = conn
+                stale, self._conn = self._conn, None
+                self._conn = self._connected_again(stale)
             yield self._conn
+
+    def _connected_again(self, stale: Connection | None) -> Connection:
+        """A new configured connection in place of ``stale`` (closed first, if any); a
+        database error while configuring it is one-line :class:`SessionError`."""
+        if stale is not None:
+            stale.close()
+        conn = self._connect()
+        try:
+            self._configure(conn)
+        except psycopg.Error as error:
+            conn.close()
+            raise self._map(error) from None
+        return conn
 
     @contextmanager
     def _db(self, *, write: bool, stamp: bool = False) -> Iterator[PostgresDb]:
@@ -256,16 +261,8 @@ class PostgresConnection:
                 raise StoreError(f"session store {self.location} is closed", location=self.location)
             conn = self._aside_conn
             if conn is None or conn.closed or conn.broken:
-                if conn is not None:
-                    conn.close()
                 self._aside_conn = None
-                conn = self._connect()
-                try:
-                    self._configure(conn)
-                except psycopg.Error as error:
-                    conn.close()
-                    raise self._map(error) from None
-                self._aside_conn = conn
+                conn = self._aside_conn = self._connected_again(conn)
             try:
                 conn.execute("BEGIN")
                 try:
