@@ -13,44 +13,24 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from collections.abc import Sequence
 
 import bench_support
-from bench_support import MODEL, InstantModel, Timing, gc_paused, print_table, verdict
-from transcripts import SYSTEM, TOOLS, coding_session
+import bench_turns
+from bench_support import Timing, print_table, verdict
+from transcripts import coding_session
 
-from agentloop import Calibration, ConversationCompacter, Message, TokenEstimator, Usage
+from agentloop import Message, TokenEstimator
 
 SIZES = (500, 4_000, 10_000, 50_000)
 TARGET_US = 10.0
-NO_COMPACTION_WINDOW = 10**9
 
 
 def time_check(history: list[Message], estimator: TokenEstimator, repeat: int) -> Timing:
-    """Milliseconds per ``should_compact`` call, a turn appended before each."""
-    compacter = ConversationCompacter(
-        model_name=MODEL,
-        context_window=NO_COMPACTION_WINDOW,
-        model=InstantModel(),
-        counter=estimator,
-        calibration=Calibration(),
-    )
-    # The history ends with a reply: the first request opens the turns that follow.
-    messages = [*history, Message.user("Next, the failing test.").with_tokens(8)]
-    total = sum(m.tokens or 0 for m in messages)
-    compacter.should_compact(messages, system=SYSTEM, tools=TOOLS)  # the first sees everything
-    samples: list[float] = []
-    with gc_paused():
-        for n in range(repeat):
-            reply = Message.assistant(
-                f"Done with step {n}.", usage=Usage(input_tokens=total, output_tokens=20)
-            ).with_tokens(8)
-            messages += (reply, Message.user(f"Now step {n + 1}, please.").with_tokens(8))
-            start = time.perf_counter()
-            compacter.should_compact(messages, system=SYSTEM, tools=TOOLS)
-            samples.append((time.perf_counter() - start) * 1_000)
-    return Timing(tuple(samples))
+    """Milliseconds per ``should_compact`` call, a turn appended before each (the history ends
+    with a reply: the first request opens the turns that follow)."""
+    opening = Message.user("Next, the failing test.").with_tokens(8)
+    return bench_turns.time_check([*history, opening], estimator, repeat, request_tokens=8)
 
 
 def with_pair(history: list[Message]) -> list[Message]:

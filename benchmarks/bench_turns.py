@@ -115,8 +115,15 @@ def time_turns(loop: AgentLoop, turns: int, warmup: int = 2) -> Timing:
     return Timing(tuple(samples))
 
 
-def time_check(history: list[Message], estimator: TokenEstimator, repeat: int) -> Timing:
-    """``should_compact`` after each turn's reply (with its usage) and new request."""
+def time_check(
+    history: list[Message],
+    estimator: TokenEstimator,
+    repeat: int,
+    request_tokens: int | None = None,
+) -> Timing:
+    """Milliseconds per ``should_compact`` after each turn's reply (with its usage) and new
+    request (``history`` ends with a request); ``request_tokens``: each new request's figure
+    given, as a caller's own count (None: the compacter estimates it)."""
     compacter = ConversationCompacter(
         model_name=MODEL,
         context_window=NO_COMPACTION_WINDOW,
@@ -133,7 +140,10 @@ def time_check(history: list[Message], estimator: TokenEstimator, repeat: int) -
             reply = Message.assistant(
                 f"Done with step {n}.", usage=Usage(input_tokens=total, output_tokens=20)
             ).with_tokens(8)
-            messages += (reply, Message.user(f"Now step {n + 1}, please."))
+            request = Message.user(f"Now step {n + 1}, please.")
+            if request_tokens is not None:
+                request = request.with_tokens(request_tokens)
+            messages += (reply, request)
             start = time.perf_counter()
             compacter.should_compact(messages, system=SYSTEM, tools=TOOLS)
             samples.append((time.perf_counter() - start) * 1_000)
