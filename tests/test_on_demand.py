@@ -3,7 +3,7 @@ agentloop makes itself (no thinking the edit invalidated), the API's own summary
 model offers it (the block first, the kept turns verbatim with their thinking, what is carried
 after the newest user turn), the fallbacks, the system message in the history, and the swap of
 a summary the API prepared in the background. The same through the real SDK against the test
-server: ``test_api_compaction_e2e.py``."""
+server: ``test_on_demand_e2e.py``."""
 
 from __future__ import annotations
 

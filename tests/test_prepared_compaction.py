@@ -123,7 +123,7 @@ def test_a_stale_prepared_summary_is_never_applied(fake_api: FakeAnthropicServer
         context_window=4000,
         model=model,
         max_output_tokens=512,
-        settings=CompactionSettings(api_summary=False),  # the API's: test_api_compaction
+        settings=CompactionSettings(api_summary=False),  # the API's: test_on_demand
     )
     messages: list[Any] = []
     for n in range(10):
@@ -162,7 +162,7 @@ def test_a_prepared_summary_is_applied_by_compact_and_transition(
         context_window=4000,
         model=model,
         max_output_tokens=512,
-        settings=CompactionSettings(api_summary=False),  # the API's: test_api_compaction
+        settings=CompactionSettings(api_summary=False),  # the API's: test_on_demand
     )
     messages: list[Any] = [{"role": "user", "content": FIRST}]
     messages.append({"role": "assistant", "content": filler("answer 0", 60)})
@@ -324,7 +324,7 @@ def test_prepare_counts_a_failed_summary_instead_of_raising(
         context_window=4000,
         model=model,
         max_output_tokens=512,
-        settings=CompactionSettings(api_summary=False),  # the API's: test_api_compaction
+        settings=CompactionSettings(api_summary=False),  # the API's: test_on_demand
     )
     messages: list[Any] = []
     for n in range(10):

@@ -86,7 +86,7 @@ def server_compacting_loop(
         context_window=4000,
         model=model,
         max_output_tokens=512,
-        # agentloop's own summary where it compacts (the API's: test_api_compaction_e2e.py)
+        # agentloop's own summary where it compacts (the API's: test_on_demand_e2e.py)
         settings=CompactionSettings(
             strategy=strategy, standing_instructions=standing, api_summary=False
         ),

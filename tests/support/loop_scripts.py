@@ -239,7 +239,7 @@ def scripted_loop(
         context_window=window,
         model=model,
         max_output_tokens=512,
-        # These tests follow agentloop's own summarizer (the API's: test_api_compaction_e2e).
+        # These tests follow agentloop's own summarizer (the API's: test_on_demand_e2e).
         settings=CompactionSettings(enabled=enabled, prepare_at=prepare_at, api_summary=False),
     )
     recorder = Recorder(script)
