@@ -259,10 +259,9 @@ class ConversationCompacter(CompactionCore):
         could not place when it ran (its child ended with a reply: ``/compact`` between
         turns): a system message after it, or, on a model without them, a text block at its
         end. Just ``[message]`` when nothing waits; what waited is placed once."""
-        later = self.next_turn.peek()
-        if later is None or message.role != "user":
+        later = self.next_turn.take() if message.role == "user" else None
+        if later is None:
             return [message]
-        self.next_turn.drop()
         if self.profile.system_messages:
             return [message, later]
         joined = (*message.content, *later.content)
